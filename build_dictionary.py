@@ -1,0 +1,121 @@
+"""Build the word dictionary of a corpus, with the original dl4mt ids.
+
+Usage: python build_dictionary.py FILE [FILE ...]
+
+For each FILE (plain text or ``.gz``, UTF-8) writes ``FILE.pkl`` (a pickle of
+an OrderedDict word -> id that the original Python-2 code can load) and
+``FILE.json`` (the same mapping, in id order).
+
+The ids are those of the original script:
+  * each line is stripped of ASCII whitespace and split on SINGLE spaces
+    (``line.strip().split(' ')``), so a run of spaces, or an empty line,
+    yields the empty word ``''``, which is counted like any other word (and
+    a tab stays inside its word);
+  * words are counted in order of first appearance, ranked with
+    ``numpy.argsort(counts)[::-1]`` (numpy's default sort, so the order of
+    ties is numpy's), and numbered from 2 in that order after ``eos`` = 0
+    and ``UNK`` = 1;
+  * the ids are assigned in that order by plain item assignment, so a corpus
+    word that is literally ``eos`` or ``UNK`` overwrites the id of the
+    special entry (that entry then has the word's rank id, and id 0 or 1 is
+    left without a word), exactly as in the original.
+
+On a missing, empty or non-UTF-8 file it prints one ``error: ...`` line to
+stderr, writes no file, and exits with status 1.
+"""
+import collections
+import gzip
+import os
+import sys
+import zlib
+
+import numpy
+
+from model_io import InputError, save_dictionary
+
+_PROGRESS_EVERY = 1000000
+_ASCII_WHITESPACE = ' \t\n\r\x0b\x0c'
+
+
+def _open_binary(path):
+    if path.endswith('.gz'):
+        return gzip.open(path, 'rb')
+    return open(path, 'rb')
+
+
+def count_words(path, progress=None):
+    """Word counts of ``path`` as an OrderedDict in order of first appearance."""
+    if not os.path.exists(path):
+        raise InputError('%s: no such file' % path)
+    if os.path.isdir(path):
+        raise InputError('%s: is a directory, not a file' % path)
+    counts = collections.Counter()  # keeps insertion order
+    n_lines = 0
+    try:
+        with _open_binary(path) as f:
+            for n_lines, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode('utf-8')
+                except UnicodeDecodeError as e:
+                    raise InputError('%s: line %d is not valid UTF-8 text '
+                                     '(byte %d)' % (path, n_lines, e.start + 1))
+                counts.update(line.strip(_ASCII_WHITESPACE).split(' '))
+                if progress and n_lines % _PROGRESS_EVERY == 0:
+                    progress('%s: %d lines, %d words so far'
+                             % (path, n_lines, len(counts)))
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError('%s: cannot read: %s'
+                         % (path, ' '.join(str(e).split())))
+    if n_lines == 0:
+        raise InputError('%s: file is empty' % path)
+    return collections.OrderedDict(counts)
+
+
+def build_dictionary(path, progress=None):
+    """The word -> id OrderedDict of ``path``, with the original's ids."""
+    word_freqs = count_words(path, progress)
+    words = list(word_freqs.keys())
+    freqs = list(word_freqs.values())
+    sorted_idx = numpy.argsort(freqs)
+    sorted_words = [words[ii] for ii in sorted_idx[::-1]]
+
+    worddict = collections.OrderedDict()
+    worddict['eos'] = 0
+    worddict['UNK'] = 1
+    for ii, ww in enumerate(sorted_words):
+        worddict[ww] = ii + 2
+    return worddict
+
+
+def _progress(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ('-h', '--help'):
+        print(__doc__.strip().split('\n\n')[1], file=sys.stderr)
+        return 0 if argv else 1
+    try:
+        # Build every dictionary first, so that an error writes nothing.
+        dictionaries = []
+        for filename in argv:
+            _progress('Processing %s' % filename)
+            dictionaries.append((filename, build_dictionary(filename,
+                                                            _progress)))
+        for filename, worddict in dictionaries:
+            save_dictionary(worddict, filename + '.pkl', filename + '.json')
+            _progress('%s: %d words -> %s.pkl, %s.json'
+                      % (filename, len(worddict), filename, filename))
+    except InputError as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print('error: cannot write: %s' % e, file=sys.stderr)
+        return 1
+    _progress('Done')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

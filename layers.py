@@ -1,0 +1,621 @@
+"""Parameter initialisers and symbolic layers (REFERENCE.md sections 2-4).
+
+Every layer is a pair of functions: ``param_init_X(options, params, prefix,
+...)`` adds its arrays to the ordered ``params`` dict, and ``X_layer(tparams,
+...)`` builds its part of the Theano graph.  ``LAYERS`` maps layer names to
+the pairs; ``get_layer(name)`` looks them up.
+
+Shared mechanisms exist once: ``gru_step`` (the GRU recurrence, also the
+first half of the conditional GRU), ``source_attention`` (the Bahdanau
+attention inside the conditional GRU), and ``target_attention`` with
+``target_attention_scores`` (the attention over previous target words or
+decoder states used by the residual, memory and self-attentive decoders).
+"""
+from collections import OrderedDict
+
+import numpy
+import theano
+import theano.tensor as tensor
+
+
+def _p(prefix, name):
+    return '%s_%s' % (prefix, name)
+
+
+# --------------------------------------------------------------------------
+# initialisers (REFERENCE.md section 2)
+
+def ortho_weight(ndim):
+    """The ``u`` of the SVD of a standard normal ndim x ndim matrix."""
+    W = numpy.random.randn(ndim, ndim)
+    u, _, _ = numpy.linalg.svd(W)
+    return u.astype('float32')
+
+
+def norm_weight(nin, nout=None, scale=0.01, ortho=True):
+    """Orthogonal when square (and ortho), else scale * standard normal."""
+    if nout is None:
+        nout = nin
+    if nout == nin and ortho:
+        W = ortho_weight(nin)
+    else:
+        W = scale * numpy.random.randn(nin, nout)
+    return W.astype('float32')
+
+
+def zeros(n):
+    return numpy.zeros((n,), dtype='float32')
+
+
+# --------------------------------------------------------------------------
+# small helpers
+
+def tanh(x):
+    return tensor.tanh(x)
+
+
+def linear(x):
+    return x
+
+
+ACTIVATIONS = {'tanh': tanh, 'linear': linear}
+
+
+def _slice(x, n, dim):
+    """The n-th block of width dim along the last axis."""
+    return x[..., n * dim:(n + 1) * dim]
+
+
+def dropout_layer(state_before, use_noise, trng):
+    """Training: Bernoulli(0.5) mask; test: times 0.5 (the original's scaling)."""
+    return tensor.switch(
+        use_noise,
+        state_before * trng.binomial(state_before.shape, p=0.5, n=1,
+                                     dtype=state_before.dtype),
+        state_before * 0.5)
+
+
+def masked_keep(mask, new, old):
+    """m * new + (1 - m) * old with a per-sample mask m (n,)."""
+    return mask[:, None] * new + (1. - mask)[:, None] * old
+
+
+# --------------------------------------------------------------------------
+# feed-forward layer
+
+def param_init_fflayer(options, params, prefix='ff', nin=None, nout=None,
+                       ortho=True):
+    params[_p(prefix, 'W')] = norm_weight(nin, nout, scale=0.01, ortho=ortho)
+    params[_p(prefix, 'b')] = zeros(nout)
+    return params
+
+
+def fflayer(tparams, state_below, options, prefix='ff', activ='tanh', **kwargs):
+    f = ACTIVATIONS[activ] if isinstance(activ, str) else activ
+    return f(tensor.dot(state_below, tparams[_p(prefix, 'W')]) +
+             tparams[_p(prefix, 'b')])
+
+
+# --------------------------------------------------------------------------
+# GRU (encoder, and the first transition of the conditional GRU)
+
+def param_init_gru(options, params, prefix='gru', nin=None, dim=None):
+    params[_p(prefix, 'W')] = numpy.concatenate(
+        [norm_weight(nin, dim), norm_weight(nin, dim)], axis=1)
+    params[_p(prefix, 'b')] = zeros(2 * dim)
+    params[_p(prefix, 'U')] = numpy.concatenate(
+        [ortho_weight(dim), ortho_weight(dim)], axis=1)
+    params[_p(prefix, 'Wx')] = norm_weight(nin, dim)
+    params[_p(prefix, 'Ux')] = ortho_weight(dim)
+    params[_p(prefix, 'bx')] = zeros(dim)
+    return params
+
+
+def gru_step(m_, x_, xx_, h_, U, Ux):
+    """One GRU transition (REFERENCE.md section 3, "GRU step").
+
+    x_ = emb @ W + b and xx_ = emb @ Wx + bx are precomputed for all steps.
+    """
+    dim = Ux.shape[1]
+    preact = tensor.dot(h_, U) + x_
+    r = tensor.nnet.sigmoid(_slice(preact, 0, dim))
+    u = tensor.nnet.sigmoid(_slice(preact, 1, dim))
+    hbar = tensor.tanh(tensor.dot(h_, Ux) * r + xx_)
+    h = u * h_ + (1. - u) * hbar
+    return masked_keep(m_, h, h_)
+
+
+def _input_projections(tparams, state_below, prefix):
+    x_ = tensor.dot(state_below, tparams[_p(prefix, 'W')]) + tparams[_p(prefix, 'b')]
+    xx_ = tensor.dot(state_below, tparams[_p(prefix, 'Wx')]) + tparams[_p(prefix, 'bx')]
+    return x_, xx_
+
+
+def gru_layer(tparams, state_below, options, prefix='gru', mask=None, **kwargs):
+    """GRU over a T x n x nin sequence; returns [h (T x n x dim)]."""
+    nsteps = state_below.shape[0]
+    n_samples = state_below.shape[1]
+    dim = tparams[_p(prefix, 'Ux')].shape[1]
+    if mask is None:
+        mask = tensor.alloc(numpy.float32(1.), nsteps, n_samples)
+    x_, xx_ = _input_projections(tparams, state_below, prefix)
+    h0 = tensor.alloc(numpy.float32(0.), n_samples, dim)
+    rval, _ = theano.scan(
+        gru_step,
+        sequences=[mask, x_, xx_],
+        outputs_info=[h0],
+        non_sequences=[tparams[_p(prefix, 'U')], tparams[_p(prefix, 'Ux')]],
+        name=_p(prefix, 'layers'), n_steps=nsteps, strict=True)
+    return [rval]
+
+
+# --------------------------------------------------------------------------
+# conditional GRU with attention (REFERENCE.md section 3)
+
+GRU_COND_SEQ_PARAMS = ['U', 'Wc', 'W_comb_att', 'U_att', 'c_tt', 'Ux', 'Wcx',
+                       'U_nl', 'Ux_nl', 'b_nl', 'bx_nl']
+
+
+def param_init_gru_cond(options, params, prefix='gru_cond', nin=None, dim=None,
+                        dimctx=None):
+    params = param_init_gru(options, params, prefix, nin=nin, dim=dim)
+    params[_p(prefix, 'U_nl')] = numpy.concatenate(
+        [ortho_weight(dim), ortho_weight(dim)], axis=1)
+    params[_p(prefix, 'b_nl')] = zeros(2 * dim)
+    params[_p(prefix, 'Ux_nl')] = ortho_weight(dim)
+    params[_p(prefix, 'bx_nl')] = zeros(dim)
+    params[_p(prefix, 'Wc')] = norm_weight(dimctx, dim * 2)
+    params[_p(prefix, 'Wcx')] = norm_weight(dimctx, dim)
+    params[_p(prefix, 'W_comb_att')] = norm_weight(dim, dimctx)
+    params[_p(prefix, 'Wc_att')] = norm_weight(dimctx)
+    params[_p(prefix, 'b_att')] = zeros(dimctx)
+    params[_p(prefix, 'U_att')] = norm_weight(dimctx, 1)
+    params[_p(prefix, 'c_tt')] = zeros(1)
+    return params
+
+
+def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt):
+    """Attention over the source annotations; returns (c, alpha (T_src x n)).
+
+    exp without max subtraction, masked, normalised: as the original computes.
+    """
+    pctx__ = tensor.tanh(pctx_ + tensor.dot(h1, W_comb_att)[None, :, :])
+    alpha = tensor.dot(pctx__, U_att) + c_tt
+    alpha = alpha.reshape([alpha.shape[0], alpha.shape[1]])
+    alpha = tensor.exp(alpha)
+    if context_mask is not None:
+        alpha = alpha * context_mask
+    alpha = alpha / alpha.sum(0, keepdims=True)
+    ctx_ = (cc_ * alpha[:, :, None]).sum(0)
+    return ctx_, alpha
+
+
+def gru_cond_step(m_, x_, xx_, h_, pctx_, cc_, context_mask,
+                  U, Wc, W_comb_att, U_att, c_tt, Ux, Wcx, U_nl, Ux_nl, b_nl, bx_nl):
+    """One conditional-GRU step; returns (s, c, alpha (T_src x n))."""
+    dim = Ux.shape[1]
+    h1 = gru_step(m_, x_, xx_, h_, U, Ux)
+    ctx_, alpha = source_attention(h1, pctx_, cc_, context_mask,
+                                   W_comb_att, U_att, c_tt)
+    preact2 = tensor.nnet.sigmoid(tensor.dot(h1, U_nl) + b_nl + tensor.dot(ctx_, Wc))
+    r2 = _slice(preact2, 0, dim)
+    u2 = _slice(preact2, 1, dim)
+    h2 = tensor.tanh((tensor.dot(h1, Ux_nl) + bx_nl) * r2 + tensor.dot(ctx_, Wcx))
+    h2 = u2 * h1 + (1. - u2) * h2
+    # masked steps keep h1, not h_ (as the original)
+    return masked_keep(m_, h2, h1), ctx_, alpha
+
+
+def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False):
+    """Mask, input projections and projected context shared by all decoders.
+
+    Without a mask every row is real (a mask of ones changes no number).
+    """
+    if mask is None:
+        shape = state_below.shape[:1] if one_step else state_below.shape[:2]
+        mask = tensor.ones(shape, dtype='float32')
+    x_, xx_ = _input_projections(tparams, state_below, prefix)
+    pctx_ = tensor.dot(context, tparams[_p(prefix, 'Wc_att')]) + tparams[_p(prefix, 'b_att')]
+    shared_vars = [tparams[_p(prefix, k)] for k in GRU_COND_SEQ_PARAMS]
+    return mask, x_, xx_, pctx_, shared_vars
+
+
+def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
+                   context=None, one_step=False, init_state=None,
+                   context_mask=None, **kwargs):
+    """Conditional GRU over the shifted target embeddings.
+
+    Returns a dict: 'states', 'ctxs', 'alphas' (T x n x T_src) and
+    'readout_prev' (what the ff_logit_prev term reads: the embeddings).
+    With one_step=True state_below is n x e and every value is for one step.
+    """
+    mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
+        tparams, state_below, prefix, mask, context, one_step)
+    if one_step:
+        h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
+                                    context_mask, *shared_vars)
+        return {'states': h, 'ctxs': c, 'alphas': alpha.T,
+                'readout_prev': state_below}
+
+    def _step(m_, x_t, xx_t, h_, ctx_prev, alpha_prev, pctx_, cc_, *rest):
+        cmask = rest[0] if context_mask is not None else None
+        weights = rest[1:] if context_mask is not None else rest
+        h, c, alpha = gru_cond_step(m_, x_t, xx_t, h_, pctx_, cc_, cmask, *weights)
+        return h, c, alpha.T
+
+    n_samples = state_below.shape[1]
+    non_seqs = [pctx_, context] + ([context_mask] if context_mask is not None else [])
+    (states, ctxs, alphas), _ = theano.scan(
+        _step,
+        sequences=[mask, x_, xx_],
+        outputs_info=[init_state,
+                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[2]),
+                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[0])],
+        non_sequences=non_seqs + shared_vars,
+        name=_p(prefix, 'layers'), n_steps=state_below.shape[0], strict=True)
+    return {'states': states, 'ctxs': ctxs, 'alphas': alphas,
+            'readout_prev': state_below}
+
+
+# --------------------------------------------------------------------------
+# attention over previous target words / decoder states (REFERENCE.md sec. 4)
+#
+# Items y_j (words' embeddings, or decoder states) are scored against an
+# optional query q_t; K_j = y_j @ W_prev + b_prev is computed once per item.
+#   content        v^T tanh(K_j)                       (the authors' "simple")
+#   content_scope  v^T tanh(K_j + W_s s_t)             (NAACL eq. 12)
+#   sum            v^T tanh(K_j + W_c c_t)             (AAAI eq. 14)
+#   product        v^T tanh(K_j * W_c c_t)             (AAAI eq. 14)
+#   dot            y_j^T W_c c_t                       (AAAI eq. 14)
+
+SCORINGS = ('content', 'content_scope', 'sum', 'product', 'dot')
+QUERY_OF_SCORING = {'content': None, 'content_scope': 'state', 'sum': 'ctx',
+                    'product': 'ctx', 'dot': 'ctx'}
+
+
+def param_init_target_attention(params, prefix, scoring, dim_item, dim_key,
+                                dim_state, dim_ctx):
+    if scoring not in SCORINGS:
+        raise ValueError('att_scoring must be one of %s, not %r'
+                         % (', '.join(SCORINGS), scoring))
+    if scoring != 'dot':
+        params[_p(prefix, 'W_prev')] = norm_weight(dim_item, dim_key)
+        params[_p(prefix, 'b_prev')] = zeros(dim_key)
+        params[_p(prefix, 'V_prev')] = norm_weight(dim_key, 1)
+    if scoring == 'content_scope':
+        params[_p(prefix, 'W_scope')] = norm_weight(dim_state, dim_key)
+    elif scoring in ('sum', 'product', 'dot'):
+        params[_p(prefix, 'W_ctx')] = norm_weight(dim_ctx, dim_key)
+    return params
+
+
+def target_attention_keys(tparams, prefix, scoring, items):
+    """K_j for every item (any leading shape, last axis = item features)."""
+    if scoring == 'dot':
+        return items
+    return tensor.dot(items, tparams[_p(prefix, 'W_prev')]) + tparams[_p(prefix, 'b_prev')]
+
+
+def target_attention_query(tparams, prefix, scoring, state, ctx):
+    """W_s s_t or W_c c_t (None for the query-free 'content' scoring)."""
+    kind = QUERY_OF_SCORING[scoring]
+    if kind == 'state':
+        return tensor.dot(state, tparams[_p(prefix, 'W_scope')])
+    if kind == 'ctx':
+        return tensor.dot(ctx, tparams[_p(prefix, 'W_ctx')])
+    return None
+
+
+def target_attention_scores(tparams, prefix, scoring, keys, query):
+    """Energies; keys (..., n, k) and query broadcastable to them.
+
+    Returns the keys' shape without its last axis.
+    """
+    if scoring == 'dot':
+        return (keys * query).sum(-1)
+    if scoring == 'content':
+        hidden = tensor.tanh(keys)
+    elif scoring == 'product':
+        hidden = tensor.tanh(keys * query)
+    else:  # content_scope, sum
+        hidden = tensor.tanh(keys + query)
+    V = tparams[_p(prefix, 'V_prev')]
+    return tensor.dot(hidden, V)[..., 0]
+
+
+def window_mask(y_mask):
+    """W[t, j, n] = 1 where j <= t and row j is a real target row."""
+    T = y_mask.shape[0]
+    steps = tensor.arange(T)
+    causal = tensor.cast(steps[None, :] <= steps[:, None], 'float32')  # t x j
+    return causal[:, :, None] * y_mask[None, :, :]
+
+
+def masked_softmax(energy, mask, axis):
+    """Softmax along axis over mask > 0 (max-subtracted within the mask)."""
+    neg = numpy.float32(-1e30)
+    e = tensor.switch(mask > 0, energy, neg)
+    e = e - e.max(axis=axis, keepdims=True)
+    w = tensor.exp(e) * mask
+    return w / w.sum(axis=axis, keepdims=True)
+
+
+def target_attention(tparams, prefix, scoring, items, window, state=None, ctx=None):
+    """Attention of every row t over the items j in its window (training graph).
+
+    items: T x n x k items (row j = what row t may attend to when j <= t);
+    window: T x T x n from ``window_mask``; state/ctx: T x n x . queries.
+    Returns (summary T x n x k, weights T x n x T).
+    """
+    keys = target_attention_keys(tparams, prefix, scoring, items)
+    query = target_attention_query(tparams, prefix, scoring, state, ctx)
+    if query is None:
+        energy = target_attention_scores(tparams, prefix, scoring, keys, None)
+        energy = tensor.shape_padleft(energy)  # 1 x J x n, same for every t
+    else:  # t x j x n
+        energy = target_attention_scores(tparams, prefix, scoring,
+                                         keys[None, :, :, :], query[:, None, :, :])
+    weights = masked_softmax(energy, window, axis=1)  # t x j x n
+    # summary[t, n] = sum_j weights[t, j, n] * items[j, n]
+    summary = tensor.batched_dot(weights.dimshuffle(2, 0, 1),
+                                 items.dimshuffle(1, 0, 2))  # n x t x k
+    return summary.dimshuffle(1, 0, 2), weights.dimshuffle(0, 2, 1)
+
+
+def target_attention_step(tparams, prefix, scoring, items, keys, query_state=None,
+                          query_ctx=None):
+    """One decoding step: attention over J x n history (all of it in the window).
+
+    Returns (summary n x k, weights n x J).
+    """
+    query = target_attention_query(tparams, prefix, scoring, query_state, query_ctx)
+    energy = target_attention_scores(
+        tparams, prefix, scoring, keys, None if query is None else query[None, :, :])
+    weights = masked_softmax(energy, tensor.ones_like(energy), axis=0)  # J x n
+    summary = (items * weights[:, :, None]).sum(0)
+    return summary, weights.T
+
+
+def prefix_mean(items, window):
+    """Mean of items[1..t] within the window (the mean residual, eq. 9/11).
+
+    Row 0 (the zero embedding before the first word) is excluded; rows with no
+    word yet get 0.
+    """
+    w = tensor.set_subtensor(window[:, 0, :], 0.)       # t x j x n
+    count = tensor.maximum(w.sum(axis=1, keepdims=True), 1.)
+    w = w / count
+    return tensor.batched_dot(w.dimshuffle(2, 0, 1),
+                              items.dimshuffle(1, 0, 2)).dimshuffle(1, 0, 2)
+
+
+def shift_right(seq, first):
+    """[first, seq[0], ..., seq[T-2]]: the value entering each row."""
+    return tensor.concatenate([tensor.shape_padleft(first), seq[:-1]], axis=0)
+
+
+# --------------------------------------------------------------------------
+# the decoder family
+
+RESIDUALS = ('mean', 'attentive')
+
+
+def param_init_gru_cond_residual(options, params, prefix='decoder', nin=None,
+                                 dim=None, dimctx=None):
+    params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
+                                 dimctx=dimctx)
+    if options['residual'] not in RESIDUALS:
+        raise ValueError("residual must be 'mean' or 'attentive', not %r"
+                         % options['residual'])
+    if options['residual'] == 'attentive':
+        # the authors' code names these cond_att_*
+        param_init_target_attention(params, 'cond_att', options['att_scoring'],
+                                    dim_item=nin, dim_key=nin, dim_state=dim,
+                                    dim_ctx=dimctx)
+    return params
+
+
+def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
+                            mask=None, context=None, one_step=False,
+                            init_state=None, context_mask=None, history=None,
+                            **kwargs):
+    """Conditional GRU whose readout reads d_t, a summary of the previous words.
+
+    The recurrence is the baseline's; d_t replaces y_{t-1} in ff_logit_prev
+    (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).
+    One step: ``history`` = (items J x n x e, keys J x n x k) of the words so
+    far (row 0 is the zero embedding); this step's word is appended here.
+    """
+    out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
+                         context=context, one_step=one_step,
+                         init_state=init_state, context_mask=context_mask)
+    scoring = options['att_scoring']
+    if one_step:
+        items, keys = _append_history(tparams, 'cond_att', scoring, history,
+                                      state_below, options['residual'] == 'attentive')
+        out['history_new'] = (state_below, keys[-1])
+        if options['residual'] == 'mean':
+            J = items.shape[0]
+            out['readout_prev'] = items[1:].sum(0) / tensor.maximum(J - 1, 1).astype('float32')
+            return out
+        d, w = target_attention_step(tparams, 'cond_att', scoring, items, keys,
+                                     out['states'], out['ctxs'])
+        out['readout_prev'] = d
+        out['prev_alphas'] = w
+        return out
+    window = window_mask(mask)
+    if options['residual'] == 'mean':
+        out['readout_prev'] = prefix_mean(state_below, window)
+        return out
+    d, w = target_attention(tparams, 'cond_att', scoring, state_below, window,
+                            state=out['states'], ctx=out['ctxs'])
+    out['readout_prev'] = d
+    out['prev_alphas'] = w
+    return out
+
+
+def _append_history(tparams, prefix, scoring, history, item, with_keys=True):
+    """Add this step's item (n x k) to the carried (items, keys) history."""
+    items, keys = history
+    items = tensor.concatenate([items, tensor.shape_padleft(item)], axis=0)
+    if with_keys:
+        new_key = target_attention_keys(tparams, prefix, scoring, item)
+    else:  # the mean residual scores nothing: keys have no features
+        new_key = item[:, :0]
+    keys = tensor.concatenate([keys, tensor.shape_padleft(new_key)], axis=0)
+    return items, keys
+
+
+def param_init_gru_cond_selfattn(options, params, prefix='decoder', nin=None,
+                                 dim=None, dimctx=None):
+    params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
+                                 dimctx=dimctx)
+    _check_state_scoring(options)
+    param_init_target_attention(params, 'self_att', options['att_scoring'],
+                                dim_item=dim, dim_key=dim, dim_state=dim,
+                                dim_ctx=dimctx)
+    param_init_fflayer(options, params, prefix='ff_logit_self', nin=dim,
+                       nout=options['dim_word'], ortho=False)
+    return params
+
+
+def _check_state_scoring(options):
+    if options['att_scoring'] not in ('content', 'content_scope'):
+        raise ValueError("decoder %s takes att_scoring 'content' or "
+                         "'content_scope', not %r"
+                         % (options['decoder'], options['att_scoring']))
+
+
+def gru_cond_selfattn_layer(tparams, state_below, options, prefix='decoder',
+                            mask=None, context=None, one_step=False,
+                            init_state=None, context_mask=None, history=None,
+                            **kwargs):
+    """Self-attentive RNN (NAACL sec. 5.2, A.3.3): r_t over previous states
+    enters the readout through ff_logit_self; the recurrence is unchanged.
+
+    Items are the states entering each row: s_init, s_0, ..., s_{t-1}.
+    One step: ``history`` holds them up to s_{t-2}; init_state (s_{t-1}) is
+    appended here.
+    """
+    out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
+                         context=context, one_step=one_step,
+                         init_state=init_state, context_mask=context_mask)
+    scoring = options['att_scoring']
+    if one_step:
+        items, keys = _append_history(tparams, 'self_att', scoring, history, init_state)
+        out['history_new'] = (init_state, keys[-1])
+        r, w = target_attention_step(tparams, 'self_att', scoring, items, keys,
+                                     query_state=out['states'])
+    else:
+        items = shift_right(out['states'], init_state)
+        r, w = target_attention(tparams, 'self_att', scoring, items,
+                                window_mask(mask), state=out['states'])
+    out['extra_readout'] = [('ff_logit_self', r)]
+    out['prev_alphas'] = w
+    return out
+
+
+def param_init_gru_cond_memory(options, params, prefix='decoder', nin=None,
+                               dim=None, dimctx=None):
+    params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
+                                 dimctx=dimctx)
+    _check_state_scoring(options)
+    param_init_target_attention(params, 'mem_att', options['att_scoring'],
+                                dim_item=dim, dim_key=dim, dim_state=dim,
+                                dim_ctx=dimctx)
+    return params
+
+
+def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
+                          mask=None, context=None, one_step=False,
+                          init_state=None, context_mask=None, history=None,
+                          **kwargs):
+    """Memory RNN (NAACL sec. 5.1, A.3.2): the conditional GRU runs from
+    s~_{t-1}, an attention summary of s_init, s_0, ..., s_{t-1}, instead of
+    s_{t-1}.  For content_scope the query is s_{t-1}.
+    """
+    scoring = options['att_scoring']
+    if one_step:
+        items, keys = _append_history(tparams, 'mem_att', scoring, history, init_state)
+        s_tilde, w = target_attention_step(tparams, 'mem_att', scoring, items,
+                                           keys, query_state=init_state)
+        out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
+                             context=context, one_step=True, init_state=s_tilde,
+                             context_mask=context_mask)
+        out['history_new'] = (init_state, keys[-1])
+        out['prev_alphas'] = w
+        return out
+
+    nsteps = state_below.shape[0]
+    n_samples = state_below.shape[1]
+    dim = tparams[_p(prefix, 'Ux')].shape[1]
+    mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
+        tparams, state_below, prefix, mask, context)
+    if context_mask is None:
+        context_mask = tensor.alloc(numpy.float32(1.), context.shape[0], n_samples)
+    att_params = [tparams[k] for k in tparams if k.startswith('mem_att_')]
+    att_names = [k for k in tparams if k.startswith('mem_att_')]
+    # buffers of items and keys, row j filled at step j (row 0 = s_init)
+    items0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, dim)
+    items0 = tensor.set_subtensor(items0[0], init_state)
+    key0 = target_attention_keys(tparams, 'mem_att', scoring, init_state)
+    keys0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, key0.shape[1])
+    keys0 = tensor.set_subtensor(keys0[0], key0)
+    steps = tensor.arange(nsteps)
+
+    def _step(t, m_, x_t, xx_t,                         # sequences
+              h_, items, keys, ctx_prev, alpha_prev, w_prev,  # recurrent
+              full_mask, pctx_, cc_, cmask, *rest):     # non-sequences
+        tp = OrderedDict(zip(att_names, rest[:len(att_names)]))
+        weights = rest[len(att_names):]
+        # window: rows j <= t that are real target rows
+        rows = tensor.arange(full_mask.shape[0])
+        window = tensor.cast(rows <= t, 'float32')[:, None] * full_mask
+        query = target_attention_query(tp, 'mem_att', scoring, h_, None)
+        energy = target_attention_scores(
+            tp, 'mem_att', scoring, keys,
+            None if query is None else tensor.shape_padleft(query))
+        w = masked_softmax(energy, window, axis=0)  # T x n
+        s_tilde = (items * w[:, :, None]).sum(0)
+        h, c, alpha = gru_cond_step(m_, x_t, xx_t, s_tilde, pctx_, cc_, cmask, *weights)
+        nxt = tensor.minimum(t + 1, full_mask.shape[0] - 1)
+        items = tensor.set_subtensor(items[nxt], h)
+        keys = tensor.set_subtensor(
+            keys[nxt], target_attention_keys(tp, 'mem_att', scoring, h))
+        return h, items, keys, c, alpha.T, w.T
+
+    (states, _, _, ctxs, alphas, prev_alphas), _ = theano.scan(
+        _step,
+        sequences=[steps, mask, x_, xx_],
+        outputs_info=[init_state, items0, keys0,
+                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[2]),
+                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[0]),
+                      tensor.alloc(numpy.float32(0.), n_samples, nsteps)],
+        non_sequences=[mask, pctx_, context, context_mask] + att_params + shared_vars,
+        name=_p(prefix, 'memory_layers'), n_steps=nsteps, strict=True)
+    return {'states': states, 'ctxs': ctxs, 'alphas': alphas,
+            'readout_prev': state_below, 'prev_alphas': prev_alphas}
+
+
+# --------------------------------------------------------------------------
+# registry: layer name -> (init, apply)
+
+LAYERS = {
+    'ff': (param_init_fflayer, fflayer),
+    'gru': (param_init_gru, gru_layer),
+    'gru_cond': (param_init_gru_cond, gru_cond_layer),
+    'gru_cond_residual': (param_init_gru_cond_residual, gru_cond_residual_layer),
+    'gru_cond_memory': (param_init_gru_cond_memory, gru_cond_memory_layer),
+    'gru_cond_selfattn': (param_init_gru_cond_selfattn, gru_cond_selfattn_layer),
+}
+
+# decoders that carry a history of previous words/states while decoding
+HISTORY_DECODERS = ('gru_cond_residual', 'gru_cond_memory', 'gru_cond_selfattn')
+
+
+def get_layer(name):
+    try:
+        return LAYERS[name]
+    except KeyError:
+        raise ValueError('unknown layer %r (known: %s)'
+                         % (name, ', '.join(sorted(LAYERS))))

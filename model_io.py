@@ -1,0 +1,327 @@
+"""Reading and writing the file formats of the original dl4mt-tutorial code.
+
+The original (Python 2) code stores
+  * dictionaries as pickles of an ``OrderedDict`` word -> id (``corpus.pkl``),
+  * model options as a pickle of a plain dict (``model.npz.pkl``),
+  * parameters as a numpy ``.npz`` archive, one array per parameter name, plus
+    ``history_errs`` (and ``uidx`` in later versions).
+
+This module reads those files whether Python 2 or Python 3 wrote them, and
+writes files that the original Python-2 code can read back.  Each saved
+pickle has a JSON twin (``.json``) that is easier to inspect.  Every write is
+atomic: a reader never sees a partially written file under its final name.
+
+Bad user input (missing, empty or unreadable files, a model that does not
+match its options) raises :class:`InputError`; entry points print
+``error: <message>`` and exit with status 1.
+"""
+import collections
+import json
+import os
+import pickle
+import tempfile
+import warnings
+
+import numpy
+
+# Python 2 can read pickle protocols 0 to 2.
+PY2_PROTOCOL = 2
+
+
+class InputError(Exception):
+    """Bad user input: the message is one line and names the file."""
+
+
+# --------------------------------------------------------------------------
+# Atomic writes
+# --------------------------------------------------------------------------
+
+def _current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path, write_fn, mode='wb'):
+    """Call ``write_fn(f)`` on a temporary file, then rename it to ``path``.
+
+    The temporary file lives in the same directory (so the rename is atomic),
+    is flushed and fsync'ed before the rename, and is removed if ``write_fn``
+    raises, so no partial file ever carries the final name.  ``mode`` is
+    ``'wb'`` or ``'w'`` (text, UTF-8).
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory,
+                               prefix='.' + os.path.basename(path) + '.',
+                               suffix='.tmp')
+    try:
+        if 'b' in mode:
+            f = os.fdopen(fd, mode)
+        else:
+            f = os.fdopen(fd, mode, encoding='utf-8', newline='\n')
+        with f:
+            write_fn(f)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp creates the file with mode 0600; give it the usual mode.
+        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_savez(path, **arrays):
+    """``numpy.savez(path, **arrays)`` written atomically.
+
+    A file object is passed to numpy, so the name is used as given (numpy
+    would append ``.npz`` to a file name that lacks it).
+    """
+    atomic_write(path, lambda f: numpy.savez(f, **arrays), 'wb')
+
+
+# --------------------------------------------------------------------------
+# Pickles from Python 2 or 3
+# --------------------------------------------------------------------------
+
+def _to_str(value):
+    """Decode a Python-2 byte string: UTF-8, or latin-1 if not valid UTF-8."""
+    try:
+        return value.decode('utf-8')
+    except UnicodeDecodeError:
+        return value.decode('latin-1')
+
+
+def bytes_to_str(obj):
+    """Recursively turn bytes into str in dicts, lists and tuples.
+
+    Dicts keep their type (``OrderedDict`` stays ordered) and their order.
+    """
+    if isinstance(obj, bytes):
+        return _to_str(obj)
+    if isinstance(obj, dict):
+        out = collections.OrderedDict() if isinstance(
+            obj, collections.OrderedDict) else {}
+        for key, value in obj.items():
+            out[bytes_to_str(key)] = bytes_to_str(value)
+        return out
+    if isinstance(obj, list):
+        return [bytes_to_str(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(bytes_to_str(v) for v in obj)
+    return obj
+
+
+def _check_readable(path):
+    if not os.path.exists(path):
+        raise InputError('%s: no such file' % path)
+    if os.path.isdir(path):
+        raise InputError('%s: is a directory, not a file' % path)
+    if os.path.getsize(path) == 0:
+        raise InputError('%s: file is empty' % path)
+
+
+def load_pickle(path):
+    """Load a pickle written by Python 2 or Python 3.
+
+    Python-2 ``str`` objects are loaded as bytes (``encoding='bytes'``, which
+    also lets numpy rebuild Python-2 scalars and arrays from their raw data)
+    and then decoded to str, recursively, by :func:`bytes_to_str`.
+    """
+    _check_readable(path)
+    try:
+        with open(path, 'rb') as f:
+            obj = pickle.load(f, encoding='bytes')
+    except OSError as e:
+        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
+    except Exception as e:  # pickle raises many kinds of errors
+        raise InputError('%s: not a readable pickle (%s: %s)'
+                         % (path, type(e).__name__, _one_line(e)))
+    return bytes_to_str(obj)
+
+
+def _one_line(e):
+    return ' '.join(str(e).split()) or type(e).__name__
+
+
+def _load_json(path):
+    _check_readable(path)
+    try:
+        with open(path, 'r', encoding='utf-8') as f:
+            return json.load(f, object_pairs_hook=collections.OrderedDict)
+    except OSError as e:
+        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError('%s: not valid JSON (%s)' % (path, _one_line(e)))
+
+
+# --------------------------------------------------------------------------
+# Dictionaries
+# --------------------------------------------------------------------------
+
+def load_dictionary(path):
+    """Load a word -> id dictionary from a ``.json`` file or a pickle.
+
+    Like the original, any mapping is accepted; keys come back as str.
+    """
+    path = os.fspath(path)
+    if path.endswith('.json'):
+        d = _load_json(path)
+    else:
+        d = load_pickle(path)
+    if not isinstance(d, dict):
+        raise InputError('%s: expected a dictionary word -> id, found %s'
+                         % (path, type(d).__name__))
+    return d
+
+
+def save_dictionary(word_to_id, pkl_path, json_path):
+    """Write a dictionary as a Python-2-readable pickle and as JSON.
+
+    The pickle holds an ``OrderedDict`` with UTF-8 ``bytes`` keys (Python 2
+    reads them as ``str``, the type its lookups use) and int values, protocol
+    2.  The JSON object lists the words in id order.
+    """
+    items = sorted(word_to_id.items(), key=lambda kv: int(kv[1]))
+    od = collections.OrderedDict()
+    for word, idx in word_to_id.items():
+        key = word.encode('utf-8') if isinstance(word, str) else bytes(word)
+        od[key] = int(idx)
+    atomic_write(pkl_path,
+                 lambda f: pickle.dump(od, f, protocol=PY2_PROTOCOL), 'wb')
+    text = json.dumps(collections.OrderedDict((w, int(i)) for w, i in items),
+                      ensure_ascii=False, indent=2)
+    atomic_write(json_path, lambda f: f.write(text + '\n'), 'w')
+
+
+def invert_dictionary(word_to_id):
+    """id -> word, with 0 -> '<eos>' and 1 -> 'UNK' (as translate.py does)."""
+    id_to_word = {}
+    for word, idx in word_to_id.items():
+        id_to_word[idx] = word
+    id_to_word[0] = '<eos>'
+    id_to_word[1] = 'UNK'
+    return id_to_word
+
+
+# --------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------
+
+def load_options(model_path):
+    """Options dict from ``model_path.pkl`` (preferred) or ``model_path.json``."""
+    model_path = os.fspath(model_path)
+    pkl_path, json_path = model_path + '.pkl', model_path + '.json'
+    if os.path.exists(pkl_path):
+        options = load_pickle(pkl_path)
+        path = pkl_path
+    elif os.path.exists(json_path):
+        options = _load_json(json_path)
+        path = json_path
+    else:
+        raise InputError('%s: no such file (nor %s): the model options are '
+                         'missing' % (pkl_path, json_path))
+    if not isinstance(options, dict):
+        raise InputError('%s: expected a dictionary of options, found %s'
+                         % (path, type(options).__name__))
+    return dict(options)
+
+
+def _json_default(obj):
+    if isinstance(obj, numpy.generic):
+        return obj.item()
+    if isinstance(obj, numpy.ndarray):
+        return obj.tolist()
+    if isinstance(obj, bytes):
+        return _to_str(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    return str(obj)
+
+
+def save_options(options, model_path):
+    """Write ``model_path.pkl`` (protocol 2, for Python 2) and ``.json``."""
+    model_path = os.fspath(model_path)
+    plain = dict(options)
+    atomic_write(model_path + '.pkl',
+                 lambda f: pickle.dump(plain, f, protocol=PY2_PROTOCOL), 'wb')
+    text = json.dumps(plain, indent=2, sort_keys=True, ensure_ascii=False,
+                      default=_json_default)
+    atomic_write(model_path + '.json', lambda f: f.write(text + '\n'), 'w')
+
+
+# --------------------------------------------------------------------------
+# Parameters
+# --------------------------------------------------------------------------
+
+def _open_npz(path):
+    _check_readable(path)
+    try:
+        return numpy.load(path, allow_pickle=False)
+    except OSError as e:
+        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
+    except Exception as e:
+        raise InputError('%s: not a readable .npz archive (%s)'
+                         % (path, _one_line(e)))
+
+
+def load_params(path, params):
+    """Overwrite the arrays of ``params`` with those stored in ``path``.
+
+    As in the original: a name missing from the archive warns
+    ``'NAME is not in the archive'`` and keeps its initial value; archive
+    entries that ``params`` does not name are ignored (never read).  Values
+    are cast to float32.  A shape mismatch raises :class:`InputError`.
+    """
+    path = os.fspath(path)
+    archive = _open_npz(path)
+    try:
+        for name, init in list(params.items()):
+            if name not in archive.files:
+                warnings.warn('%s is not in the archive' % name)
+                continue
+            try:
+                value = archive[name]
+            except Exception as e:
+                raise InputError('%s: cannot read parameter %s (%s)'
+                                 % (path, name, _one_line(e)))
+            want = numpy.shape(init)
+            if value.shape != want:
+                raise InputError(
+                    '%s: parameter %s has shape %s but the options say %s: '
+                    'model and options/dictionaries do not match'
+                    % (path, name, tuple(value.shape), tuple(want)))
+            params[name] = value.astype('float32')
+    finally:
+        archive.close()
+    return params
+
+
+def load_archive_extras(path):
+    """``{'history_errs': [float, ...], 'uidx': int}`` from an npz archive.
+
+    Missing (or unreadable without pickle) entries give ``[]`` and ``0``.
+    """
+    path = os.fspath(path)
+    archive = _open_npz(path)
+    extras = {'history_errs': [], 'uidx': 0}
+    try:
+        if 'history_errs' in archive.files:
+            try:
+                errs = archive['history_errs']
+                extras['history_errs'] = [float(v) for v in errs.ravel()]
+            except (ValueError, TypeError):
+                warnings.warn('%s: history_errs cannot be read, starting '
+                              'with an empty history' % path)
+        if 'uidx' in archive.files:
+            try:
+                extras['uidx'] = int(archive['uidx'])
+            except (ValueError, TypeError):
+                warnings.warn('%s: uidx cannot be read, using 0' % path)
+    finally:
+        archive.close()
+    return extras

@@ -1,0 +1,128 @@
+"""Optimisers with dl4mt's interface (REFERENCE.md section 6).
+
+``OPT(lr, tparams, grads, inputs, cost)`` returns ``(f_grad_shared,
+f_update)``: the first computes the cost and stores what the update needs,
+the second applies the update.  Each optimiser keeps its accumulators in
+shared variables, listed in ``state`` (a dict the caller may pass) so that a
+checkpoint can save them and a resumed run can restore them.
+
+Adadelta also has a fused form (``fused=True``): one Theano function computes
+the cost, the gradients and the whole update, with the same equations; it
+saves a pass over every parameter and the stored gradients.  Its
+``f_update`` then does nothing.
+"""
+import numpy
+import theano
+import theano.tensor as tensor
+
+
+def _shared_like(p, name):
+    return theano.shared(p.get_value() * numpy.float32(0.), name=name)
+
+
+def _accumulators(tparams, suffix, state):
+    acc = [_shared_like(p, '%s_%s' % (k, suffix)) for k, p in tparams.items()]
+    if state is not None:
+        for a in acc:
+            state[a.name] = a
+    return acc
+
+
+def _no_update(lr):
+    return []
+
+
+def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
+             rho=0.95, eps=1e-6):
+    """Adadelta (Zeiler 2012), REFERENCE.md section 6; lr is unused."""
+    params = list(tparams.values())
+    running_up2 = _accumulators(tparams, 'rup2', state)
+    running_grads2 = _accumulators(tparams, 'rgrad2', state)
+    rho, eps = numpy.float32(rho), numpy.float32(eps)
+    one_minus_rho = numpy.float32(1.) - rho
+
+    def step(g, ru2, rg2_new):
+        # dx = -sqrt(Edx2 + eps) / sqrt(Eg2 + eps) * g, with the new Eg2
+        return -tensor.sqrt(ru2 + eps) / tensor.sqrt(rg2_new + eps) * g
+
+    rg2_new = [rho * rg2 + one_minus_rho * (g ** 2)
+               for rg2, g in zip(running_grads2, grads)]
+    if fused:
+        updir = [step(g, ru2, r) for g, ru2, r in zip(grads, running_up2, rg2_new)]
+        updates = (list(zip(running_grads2, rg2_new)) +
+                   [(ru2, rho * ru2 + one_minus_rho * (ud ** 2))
+                    for ru2, ud in zip(running_up2, updir)] +
+                   [(p, p + ud) for p, ud in zip(params, updir)])
+        f = theano.function(inp, cost, updates=updates, name='adadelta_fused')
+        return f, _no_update
+
+    zipped_grads = _accumulators(tparams, 'grad', None)
+    f_grad_shared = theano.function(
+        inp, cost, updates=list(zip(zipped_grads, grads)) +
+        list(zip(running_grads2, rg2_new)), name='adadelta_grad_shared')
+    updir = [step(zg, ru2, rg2)
+             for zg, ru2, rg2 in zip(zipped_grads, running_up2, running_grads2)]
+    f_update = theano.function(
+        [lr], [], on_unused_input='ignore', name='adadelta_update',
+        updates=[(ru2, rho * ru2 + one_minus_rho * (ud ** 2))
+                 for ru2, ud in zip(running_up2, updir)] +
+        [(p, p + ud) for p, ud in zip(params, updir)])
+    return f_grad_shared, f_update
+
+
+def adam(lr, tparams, grads, inp, cost, state=None, b1=0.9, b2=0.999, e=1e-8):
+    """Adam with bias correction, as in dl4mt-tutorial (b1 is the decay 0.9)."""
+    gshared = _accumulators(tparams, 'grad', None)
+    f_grad_shared = theano.function(inp, cost, updates=list(zip(gshared, grads)),
+                                    name='adam_grad_shared')
+    t_prev = theano.shared(numpy.float32(0.), name='adam_t')
+    if state is not None:
+        state[t_prev.name] = t_prev
+    t = t_prev + numpy.float32(1.)
+    lr_t = lr * tensor.sqrt(1. - b2 ** t) / (1. - b1 ** t)
+    updates = []
+    ms = _accumulators(tparams, 'adam_m', state)
+    vs = _accumulators(tparams, 'adam_v', state)
+    for p, g, m, v in zip(tparams.values(), gshared, ms, vs):
+        m_t = b1 * m + (1. - b1) * g
+        v_t = b2 * v + (1. - b2) * g ** 2
+        updates += [(m, m_t), (v, v_t),
+                    (p, p - lr_t * m_t / (tensor.sqrt(v_t) + e))]
+    updates.append((t_prev, t))
+    f_update = theano.function([lr], [], updates=updates,
+                               on_unused_input='ignore', name='adam_update')
+    return f_grad_shared, f_update
+
+
+def rmsprop(lr, tparams, grads, inp, cost, state=None):
+    """RMSprop with momentum, as in dl4mt-tutorial (lr unused, step 1e-4)."""
+    zipped_grads = _accumulators(tparams, 'grad', None)
+    running_grads = _accumulators(tparams, 'rgrad', state)
+    running_grads2 = _accumulators(tparams, 'rgrad2', state)
+    updir = _accumulators(tparams, 'updir', state)
+    f_grad_shared = theano.function(
+        inp, cost, name='rmsprop_grad_shared',
+        updates=list(zip(zipped_grads, grads)) +
+        [(rg, 0.95 * rg + 0.05 * g) for rg, g in zip(running_grads, grads)] +
+        [(rg2, 0.95 * rg2 + 0.05 * (g ** 2)) for rg2, g in zip(running_grads2, grads)])
+    updir_new = [(ud, 0.9 * ud - 1e-4 * zg / tensor.sqrt(rg2 - rg ** 2 + 1e-4))
+                 for ud, zg, rg, rg2 in zip(updir, zipped_grads, running_grads,
+                                            running_grads2)]
+    param_up = [(p, p + udn[1]) for p, udn in zip(tparams.values(), updir_new)]
+    f_update = theano.function([lr], [], updates=updir_new + param_up,
+                               on_unused_input='ignore', name='rmsprop_update')
+    return f_grad_shared, f_update
+
+
+def sgd(lr, tparams, grads, inp, cost, state=None):
+    """Plain SGD: p -= lr * g."""
+    gshared = _accumulators(tparams, 'grad', None)
+    f_grad_shared = theano.function(inp, cost, updates=list(zip(gshared, grads)),
+                                    name='sgd_grad_shared')
+    f_update = theano.function(
+        [lr], [], name='sgd_update',
+        updates=[(p, p - lr * g) for p, g in zip(tparams.values(), gshared)])
+    return f_grad_shared, f_update
+
+
+OPTIMIZERS = {'adadelta': adadelta, 'adam': adam, 'rmsprop': rmsprop, 'sgd': sgd}

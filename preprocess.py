@@ -1,0 +1,507 @@
+"""The papers' Moses-style preprocessing: tokenise, truecase, BPE, dictionaries.
+
+prepare::
+
+    python preprocess.py prepare --src-lang es --trg-lang en \\
+        --train PREFIX --dev PREFIX --test PREFIX --out DIR \\
+        [--bpe-merges 49500] [--joint-bpe | --separate-bpe] [--vocab 50000] \\
+        [--zh-split whitespace|chars] [--jobs N]
+
+``PREFIX.es`` / ``PREFIX.en`` are raw UTF-8 text, one sentence a line.  Steps:
+
+1. tokenisation with sacremoses' Moses tokeniser for each language,
+   ``escape=True`` (``&apos;``, ``&quot;``, ``&amp;``, ...) and aggressive dash
+   splitting (``-a``: ``Fußgänger-Ampel`` -> ``Fußgänger @-@ Ampel``);
+2. truecasing: a Moses truecaser trained on the tokenised training data of
+   each side (model saved as ``DIR/truecase-model.LANG``), applied like
+   ``truecase.perl`` (known words keep their case);
+3. BPE (subword-nmt): merges learnt on the truecased training data, joint
+   (both sides together, the default; ``DIR/bpe.codes``) or separate
+   (``DIR/bpe.codes.LANG``), applied to train, dev and test;
+4. dictionaries of the BPE'd training data built by ``build_dictionary.py``
+   and cut to the vocabulary size: ``eos`` = 0, ``UNK`` = 1 and the most
+   frequent words, every id < ``--vocab`` (``DIR/train.bpe.LANG.pkl/.json``).
+
+Chinese (``zh``): no truecasing.  ``--zh-split whitespace`` (the default)
+keeps the segmentation of the input as it is: tokens are the input's
+whitespace-separated words, with no Moses escaping (this is how the UN
+corpus used by the papers is distributed, already word-segmented and
+unescaped).  ``--zh-split chars`` is for unsegmented Chinese: Moses
+tokenisation (escaped) and then every CJK character becomes a token of its own.
+
+Outputs in DIR: ``{train,dev,test}.bpe.{SRC,TRG}`` (model input),
+``{dev,test}.tok.{SRC,TRG}`` (tokenised, truecased, before BPE: the
+references for tokenised BLEU), the dictionaries, the truecase models, the
+BPE codes, and ``preprocess.json`` (the settings, read by ``postprocess``).
+Every output is written under a temporary name and renamed only when all
+steps have succeeded.
+
+postprocess::
+
+    python preprocess.py postprocess --lang en [--model-dir DIR] \\
+        [--zh-split whitespace|chars] < in > out
+
+undoes BPE (``@@ ``), detruecases (upper-cases the first letter of each
+sentence, like Moses' ``detruecase.perl``) and detokenises (sacremoses,
+language-aware).  For ``zh`` there is no detruecasing; in ``chars`` mode the
+text is Moses-detokenised and every space next to a CJK character is removed
+(Chinese puts none there; spaces between two Latin words stay), in
+``whitespace`` mode the output keeps the word segmentation of the input.
+The mode is read from ``DIR/preprocess.json`` unless ``--zh-split`` is given.
+
+Bad input (a missing file, sides of a set with different line counts, text
+that is not UTF-8) prints one ``error: ...`` line naming the file (and line)
+and exits with status 1.
+"""
+import argparse
+import io
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+
+import model_io
+
+PROGRESS_EVERY = 100000
+SETS = ('train', 'dev', 'test')
+CONFIG_NAME = 'preprocess.json'
+
+# Chinese/Japanese/Korean characters that --zh-split chars separates:
+# radicals, CJK symbols and punctuation, enclosed letters (e.g. U+3221),
+# compatibility forms, unified ideographs (base and extensions), fullwidth forms.
+CJK_CHARS = ('\u2e80-\u2fdf\u3000-\u303f\u3200-\u33ff\u3400-\u4dbf'
+             '\u4e00-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef'
+             '\U00020000-\U0002fa1f')
+_CJK_RE = re.compile('([%s])' % CJK_CHARS)
+# a space next to a CJK character (Chinese text puts none there)
+_CJK_SPACE_RE = re.compile('(?<=[%s]) +| +(?=[%s])' % (CJK_CHARS, CJK_CHARS))
+_BPE_RE = re.compile(r'(@@ )|(@@ ?$)')
+
+
+class PreprocessError(Exception):
+    """Bad input; the message is one line and names the file."""
+
+
+def is_zh(lang):
+    return lang.lower().split('-')[0].split('_')[0] == 'zh'
+
+
+def _progress(message):
+    print('preprocess: %s' % message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Tokenisation, truecasing, BPE on single lines
+# --------------------------------------------------------------------------
+
+class Tokenizer(object):
+    """Moses tokenisation for one language (see the module docstring)."""
+
+    def __init__(self, lang, zh_split='whitespace'):
+        self.lang = lang
+        self.zh = is_zh(lang)
+        self.zh_split = zh_split
+        self._moses = None
+        if not (self.zh and zh_split == 'whitespace'):
+            from sacremoses import MosesTokenizer
+            self._moses = MosesTokenizer(lang='zh' if self.zh else lang)
+
+    def __call__(self, line):
+        if self._moses is None:          # zh, already segmented
+            return ' '.join(line.split())
+        text = self._moses.tokenize(line, aggressive_dash_splits=True,
+                                    escape=True, return_str=True)
+        if self.zh:                      # chars mode
+            text = _CJK_RE.sub(r' \1 ', text)
+        return ' '.join(text.split())
+
+
+class Truecaser(object):
+    """A Moses truecaser (train-truecaser.perl / truecase.perl)."""
+
+    def __init__(self, model_path=None):
+        from sacremoses import MosesTruecaser
+        self._tc = MosesTruecaser(load_from=model_path)
+
+    def train(self, token_lists, save_to):
+        self._tc.train(token_lists, save_to=save_to)
+
+    def __call__(self, line):
+        if not line.strip():
+            return ''
+        # use_known: a word seen in another casing keeps its case, as in
+        # truecase.perl (sacremoses' default would always use the best case)
+        return self._tc.truecase(line, return_str=True, use_known=True)
+
+
+class Bpe(object):
+    """subword-nmt BPE from a codes file; identity when no merge was learnt."""
+
+    def __init__(self, codes_path):
+        from subword_nmt.apply_bpe import BPE
+        with open(codes_path, encoding='utf-8') as f:
+            lines = f.read().splitlines()
+        merges = [l for l in lines if l.strip() and not l.startswith('#version')]
+        self._bpe = None
+        if merges:
+            with open(codes_path, encoding='utf-8') as f:
+                self._bpe = BPE(f)
+
+    def __call__(self, line):
+        if self._bpe is None or not line.strip():
+            return line.strip()
+        return self._bpe.segment(line).strip()
+
+
+def learn_bpe(counts, merges, codes_path):
+    """Learn ``merges`` BPE operations from a Counter word -> frequency."""
+    from subword_nmt.learn_bpe import learn_bpe as _learn
+    vocab = io.StringIO(''.join('%s %d\n' % (w, c) for w, c in counts.items()
+                                if w))
+    out = io.StringIO()
+    _learn(vocab, out, merges, is_dict=True)
+    with open(codes_path, 'w', encoding='utf-8') as f:
+        f.write(out.getvalue())
+
+
+def undo_bpe(line):
+    return _BPE_RE.sub('', line)
+
+
+class Postprocessor(object):
+    """BPE undo, detruecasing and detokenisation for one language."""
+
+    def __init__(self, lang, zh_split='whitespace'):
+        from sacremoses import MosesDetokenizer, MosesDetruecaser
+        self.zh = is_zh(lang)
+        self.zh_split = zh_split
+        self._detruecase = None if self.zh else MosesDetruecaser()
+        self._detok = None
+        if not (self.zh and zh_split == 'whitespace'):
+            self._detok = MosesDetokenizer(lang='zh' if self.zh else lang)
+
+    def __call__(self, line):
+        text = undo_bpe(line.rstrip('\r\n')).strip()
+        tokens = text.split()
+        if self._detruecase is not None:
+            tokens = self._detruecase.detruecase(' '.join(tokens))
+        if self._detok is None:
+            return ' '.join(tokens)
+        text = self._detok.detokenize(tokens, unescape=True)
+        if self.zh:                      # chars mode
+            text = _CJK_SPACE_RE.sub('', text)
+        return text
+
+
+# --------------------------------------------------------------------------
+# Input checking and file handling
+# --------------------------------------------------------------------------
+
+def check_text_file(path):
+    """Number of lines of a UTF-8 file; PreprocessError otherwise."""
+    if not os.path.exists(path):
+        raise PreprocessError('%s: no such file' % path)
+    if os.path.isdir(path):
+        raise PreprocessError('%s: is a directory, not a file' % path)
+    n = 0
+    try:
+        with open(path, 'rb') as f:
+            for n, raw in enumerate(f, 1):
+                try:
+                    raw.decode('utf-8')
+                except UnicodeDecodeError as e:
+                    raise PreprocessError(
+                        '%s: line %d is not valid UTF-8 (byte %d of the line)'
+                        % (path, n, e.start + 1))
+    except OSError as e:
+        raise PreprocessError('%s: cannot read: %s' % (path, e.strerror or e))
+    return n
+
+
+def read_lines(path):
+    with open(path, encoding='utf-8', newline='\n') as f:
+        for line in f:
+            yield line.rstrip('\n').rstrip('\r')
+
+
+def _tokenize_worker_init(lang, zh_split):
+    global _WORKER_TOKENIZER
+    _WORKER_TOKENIZER = Tokenizer(lang, zh_split)
+
+
+def _tokenize_worker(line):
+    return _WORKER_TOKENIZER(line)
+
+
+def map_file(fn, src, dst, label, pool=None, on_line=None):
+    """Write ``fn(line)`` for each line of ``src`` to ``dst``; progress on
+    stderr every PROGRESS_EVERY lines.  ``pool`` (multiprocessing) is used
+    for tokenisation with several jobs."""
+    start = time.time()
+    n = 0
+    lines = read_lines(src)
+    results = (pool.imap(_tokenize_worker, lines, chunksize=2000) if pool
+               else map(fn, lines))
+    with open(dst, 'w', encoding='utf-8', newline='\n') as out:
+        for n, result in enumerate(results, 1):
+            out.write(result + '\n')
+            if on_line is not None:
+                on_line(result)
+            if n % PROGRESS_EVERY == 0:
+                _progress('%s: %d lines (%.0f lines/s)'
+                          % (label, n, n / max(time.time() - start, 1e-9)))
+    return n
+
+
+# --------------------------------------------------------------------------
+# prepare
+# --------------------------------------------------------------------------
+
+def _input_paths(args):
+    langs = (args.src_lang, args.trg_lang)
+    return {s: {l: '%s.%s' % (getattr(args, s), l) for l in langs} for s in SETS}
+
+
+def check_inputs(args):
+    """Check every input before anything is written; returns line counts."""
+    if args.src_lang == args.trg_lang:
+        raise PreprocessError('--src-lang and --trg-lang are both %r'
+                              % args.src_lang)
+    if args.bpe_merges < 0:
+        raise PreprocessError('--bpe-merges must be >= 0, not %d'
+                              % args.bpe_merges)
+    if args.vocab < 3:
+        raise PreprocessError('--vocab must be at least 3 (eos, UNK and one '
+                              'word), not %d' % args.vocab)
+    paths = _input_paths(args)
+    counts = {}
+    for name in SETS:
+        src, trg = (paths[name][args.src_lang], paths[name][args.trg_lang])
+        n_src, n_trg = check_text_file(src), check_text_file(trg)
+        if n_src != n_trg:
+            raise PreprocessError('%s has %d lines but %s has %d lines: the two '
+                                  'sides of the %s set must be parallel'
+                                  % (src, n_src, trg, n_trg, name))
+        if n_src == 0:
+            raise PreprocessError('%s: file is empty' % src)
+        counts[name] = n_src
+    return paths, counts
+
+
+def vocabulary_dictionary(path, vocab):
+    """The project's dictionary of ``path``, ids limited to ``< vocab``."""
+    import build_dictionary
+    full = build_dictionary.build_dictionary(path)
+    return type(full)((w, i) for w, i in full.items() if i < vocab), len(full)
+
+
+def prepare(args):
+    paths, counts = check_inputs(args)
+    langs = (args.src_lang, args.trg_lang)
+    os.makedirs(args.out, exist_ok=True)
+    stage = tempfile.mkdtemp(prefix='.preprocess-', dir=args.out)
+    try:
+        outputs = _prepare_in(stage, args, paths, counts, langs)
+        # everything succeeded: give the outputs their final names
+        for name in outputs:
+            os.replace(os.path.join(stage, name), os.path.join(args.out, name))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    _progress('done: %s' % ', '.join(sorted(outputs)))
+
+
+def _prepare_in(stage, args, paths, counts, langs):
+    def tmp(name):
+        return os.path.join(stage, name)
+
+    outputs = []
+    # 1. tokenise
+    for lang in langs:
+        tokenizer = Tokenizer(lang, args.zh_split)
+        pool = None
+        if args.jobs > 1:
+            pool = multiprocessing.Pool(args.jobs, _tokenize_worker_init,
+                                        (lang, args.zh_split))
+        try:
+            for name in SETS:
+                _progress('tokenising %s (%d lines)' % (paths[name][lang],
+                                                        counts[name]))
+                map_file(tokenizer, paths[name][lang], tmp('%s.rawtok.%s' % (name, lang)),
+                         'tokenise %s.%s' % (name, lang), pool)
+        finally:
+            if pool is not None:
+                pool.close()
+                pool.join()
+
+    # 2. truecase (not Chinese); count the training words for BPE
+    word_counts = {}
+    for lang in langs:
+        if is_zh(lang):
+            truecase = None
+        else:
+            model = 'truecase-model.%s' % lang
+            _progress('training the truecaser on train.%s' % lang)
+            tc = Truecaser()
+            tc.train((l.split() for l in read_lines(tmp('train.rawtok.%s' % lang))),
+                     save_to=tmp(model))
+            truecase = Truecaser(tmp(model))
+            outputs.append(model)
+        counter = Counter()
+        for name in SETS:
+            src, dst = tmp('%s.rawtok.%s' % (name, lang)), tmp('%s.tok.%s' % (name, lang))
+            on_line = (lambda l: counter.update(l.split())) if name == 'train' else None
+            if truecase is None:
+                map_file(lambda l: l, src, dst, 'copy %s.%s' % (name, lang),
+                         on_line=on_line)
+            else:
+                _progress('truecasing %s.%s' % (name, lang))
+                map_file(truecase, src, dst, 'truecase %s.%s' % (name, lang),
+                         on_line=on_line)
+            os.unlink(src)
+        word_counts[lang] = counter
+    outputs += ['%s.tok.%s' % (name, lang) for name in ('dev', 'test') for lang in langs]
+
+    # 3. BPE
+    codes = {}
+    if args.joint_bpe:
+        joint = Counter()
+        for lang in langs:
+            joint.update(word_counts[lang])
+        _progress('learning %d joint BPE merges' % args.bpe_merges)
+        learn_bpe(joint, args.bpe_merges, tmp('bpe.codes'))
+        outputs.append('bpe.codes')
+        codes = {lang: 'bpe.codes' for lang in langs}
+    else:
+        for lang in langs:
+            _progress('learning %d BPE merges for %s' % (args.bpe_merges, lang))
+            learn_bpe(word_counts[lang], args.bpe_merges, tmp('bpe.codes.%s' % lang))
+            outputs.append('bpe.codes.%s' % lang)
+            codes[lang] = 'bpe.codes.%s' % lang
+    for lang in langs:
+        bpe = Bpe(tmp(codes[lang]))
+        for name in SETS:
+            _progress('applying BPE to %s.%s' % (name, lang))
+            map_file(bpe, tmp('%s.tok.%s' % (name, lang)),
+                     tmp('%s.bpe.%s' % (name, lang)), 'BPE %s.%s' % (name, lang))
+            outputs.append('%s.bpe.%s' % (name, lang))
+
+    # 4. dictionaries
+    dict_sizes = {}
+    for lang in langs:
+        base = 'train.bpe.%s' % lang
+        word_to_id, full_size = vocabulary_dictionary(tmp(base), args.vocab)
+        model_io.save_dictionary(word_to_id, tmp(base + '.pkl'), tmp(base + '.json'))
+        outputs += [base + '.pkl', base + '.json']
+        dict_sizes[lang] = {'kept': len(word_to_id), 'types': full_size}
+        _progress('dictionary %s: %d entries kept of %d (vocab %d)'
+                  % (base, len(word_to_id), full_size, args.vocab))
+
+    config = {
+        'src_lang': args.src_lang, 'trg_lang': args.trg_lang,
+        'bpe_merges': args.bpe_merges, 'joint_bpe': args.joint_bpe,
+        'bpe_codes': codes, 'vocab': args.vocab, 'zh_split': args.zh_split,
+        'dictionaries': dict_sizes, 'lines': counts,
+        'truecase_models': {l: 'truecase-model.%s' % l for l in langs if not is_zh(l)},
+        'inputs': paths,
+    }
+    with open(tmp(CONFIG_NAME), 'w', encoding='utf-8') as f:
+        json.dump(config, f, indent=2, ensure_ascii=False)
+        f.write('\n')
+    outputs.append(CONFIG_NAME)
+    return outputs
+
+
+# --------------------------------------------------------------------------
+# postprocess
+# --------------------------------------------------------------------------
+
+def postprocess_mode(args):
+    if args.zh_split:
+        return args.zh_split
+    if args.model_dir:
+        path = os.path.join(args.model_dir, CONFIG_NAME)
+        if not os.path.exists(path):
+            raise PreprocessError('%s: no such file (written by preprocess.py '
+                                  'prepare)' % path)
+        try:
+            with open(path, encoding='utf-8') as f:
+                return json.load(f).get('zh_split', 'whitespace')
+        except (OSError, ValueError) as e:
+            raise PreprocessError('%s: cannot read: %s' % (path, e))
+    return 'whitespace'
+
+
+def postprocess(args):
+    post = Postprocessor(args.lang, postprocess_mode(args))
+    out = sys.stdout.buffer
+    try:
+        for n, raw in enumerate(sys.stdin.buffer, 1):
+            try:
+                line = raw.decode('utf-8')
+            except UnicodeDecodeError:
+                raise PreprocessError('<stdin>: line %d is not valid UTF-8' % n)
+            out.write((post(line) + '\n').encode('utf-8'))
+    finally:
+        out.flush()
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description='Moses-style preprocessing (tokenise, truecase, BPE, '
+        'dictionaries) and postprocessing for the NMT experiments.')
+    sub = parser.add_subparsers(dest='command', required=True)
+    p = sub.add_parser('prepare', help='raw parallel text -> model input')
+    p.add_argument('--src-lang', required=True)
+    p.add_argument('--trg-lang', required=True)
+    for name in SETS:
+        p.add_argument('--' + name, required=True, metavar='PREFIX',
+                       help='raw %s text: PREFIX.SRC_LANG and PREFIX.TRG_LANG' % name)
+    p.add_argument('--out', required=True, metavar='DIR')
+    p.add_argument('--bpe-merges', type=int, default=49500)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument('--joint-bpe', dest='joint_bpe', action='store_true',
+                   default=True, help='one BPE model for both sides (default)')
+    g.add_argument('--separate-bpe', dest='joint_bpe', action='store_false')
+    p.add_argument('--vocab', type=int, default=50000,
+                   help='dictionary size, eos and UNK included (default 50000)')
+    p.add_argument('--zh-split', choices=('whitespace', 'chars'),
+                   default='whitespace')
+    p.add_argument('--jobs', type=int, default=1,
+                   help='processes for tokenisation (default 1)')
+    q = sub.add_parser('postprocess', help='model output -> detokenised text '
+                       '(stdin -> stdout)')
+    q.add_argument('--lang', required=True)
+    q.add_argument('--model-dir', metavar='DIR',
+                   help='prepared data directory (for its preprocess.json)')
+    q.add_argument('--zh-split', choices=('whitespace', 'chars'), default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.command == 'prepare':
+            prepare(args)
+        else:
+            postprocess(args)
+    except (PreprocessError, model_io.InputError) as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        where = ': %s' % e.filename if e.filename else ''
+        print('error: %s%s' % (e.strerror or e, where), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

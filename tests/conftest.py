@@ -1,0 +1,196 @@
+"""Shared fixtures for the NumPy-vs-Theano tests.
+
+* puts the repository root (and this folder) on sys.path;
+* imports ``theano_env`` before anything imports theano;
+* a session-scoped cache so that every Theano function of a given set of
+  decoder options is compiled once per test session.
+
+Sizes are tiny (dim_word=6, dim=5, n_words_src=13, n_words=11, batches of 3
+sentences) so that the whole suite stays quick on a 2-core CPU.
+"""
+import os
+import sys
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for _p in (ROOT, HERE):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
+
+import numpy_reference as ref  # noqa: E402
+
+TINY = dict(dim_word=6, dim=5, n_words_src=13, n_words=11,
+            decay_c=0.01, alpha_c=0.5, use_dropout=False)
+
+# every decoder configuration the project defines
+CONFIGS = OrderedDict([
+    ('baseline', dict(decoder='gru_cond')),
+    ('residual_mean', dict(decoder='gru_cond_residual', residual='mean')),
+    ('residual_att_content', dict(decoder='gru_cond_residual', residual='attentive',
+                                  att_scoring='content')),
+    ('residual_att_scope', dict(decoder='gru_cond_residual', residual='attentive',
+                                att_scoring='content_scope')),
+    ('residual_att_sum', dict(decoder='gru_cond_residual', residual='attentive',
+                              att_scoring='sum')),
+    ('residual_att_product', dict(decoder='gru_cond_residual', residual='attentive',
+                                  att_scoring='product')),
+    ('residual_att_dot', dict(decoder='gru_cond_residual', residual='attentive',
+                              att_scoring='dot')),
+    ('gru_cond_att_alias', dict(decoder='gru_cond_att')),
+    ('memory_content', dict(decoder='gru_cond_memory', att_scoring='content')),
+    ('memory_scope', dict(decoder='gru_cond_memory', att_scoring='content_scope')),
+    ('selfattn_content', dict(decoder='gru_cond_selfattn', att_scoring='content')),
+    ('selfattn_scope', dict(decoder='gru_cond_selfattn', att_scoring='content_scope')),
+    ('baseline_dropout', dict(decoder='gru_cond', use_dropout=True)),
+])
+
+
+def tiny_options(nmt, overrides):
+    opts = dict(TINY)
+    opts.update(overrides)
+    return nmt.fill_options(opts)
+
+
+def make_batch(seed, n_src=13, n_trg=11, src_lens=(4, 1, 6), trg_lens=(2, 5, 3)):
+    """A padded batch (time-major) of len(src_lens) sentences; words are ids
+    1..V-1 (0 is eos only).  Source and target lengths differ, both padded."""
+    rng = np.random.RandomState(seed)
+    sx = [list(rng.randint(1, n_src, size=L)) for L in src_lens]
+    sy = [list(rng.randint(1, n_trg, size=L)) for L in trg_lens]
+    return ref.prepare_data(sx, sy)
+
+
+class Model(object):
+    """One decoder configuration: options, parameters, lazily compiled functions."""
+
+    def __init__(self, name, overrides):
+        import nmt
+        self.nmt = nmt
+        self.name = name
+        self.options = tiny_options(nmt, overrides)
+        np.random.seed(1234)
+        self.init = nmt.init_params(self.options)
+        # Perturb the project's initial values so that every term of the
+        # model matters (the 0.01*randn readout and U_att would otherwise make
+        # the attentions almost uniform and the variants almost invisible).
+        rng = np.random.RandomState(4321)
+        self.params = OrderedDict(
+            (k, (v + 0.4 * rng.standard_normal(v.shape)).astype('float32'))
+            for k, v in self.init.items())
+        self.tparams = nmt.init_tparams(self.params)
+        self._graph = None
+        self._fns = {}
+
+    # -- state -------------------------------------------------------------
+    def reset(self):
+        """Put the (perturbed) parameter values back into the shared variables."""
+        for k, v in self.params.items():
+            self.tparams[k].set_value(v.copy())
+
+    def params64(self):
+        return ref.as_dtype(self.params, 'float64')
+
+    # -- graphs ------------------------------------------------------------
+    @property
+    def graph(self):
+        if self._graph is None:
+            out = self.nmt.build_model(self.tparams, self.options)
+            trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = out
+            use_noise.set_value(np.float32(0.))
+            self._graph = dict(trng=trng, use_noise=use_noise, x=x, x_mask=x_mask,
+                               y=y, y_mask=y_mask, opt_ret=opt_ret, cost=cost)
+        return self._graph
+
+    @property
+    def inps(self):
+        g = self.graph
+        return [g['x'], g['x_mask'], g['y'], g['y_mask']]
+
+    def has_prev_alphas(self):
+        return 'prev_alphas' in self.graph['opt_ret']
+
+    def f_forward(self):
+        """(x, x_mask, y, y_mask) -> [cost vector, dec_alphas(, prev_alphas)]."""
+        if 'forward' not in self._fns:
+            import theano
+            g = self.graph
+            outs = [g['cost'], g['opt_ret']['dec_alphas']]
+            if self.has_prev_alphas():
+                outs.append(g['opt_ret']['prev_alphas'])
+            self._fns['forward'] = theano.function(self.inps, outs,
+                                                   on_unused_input='ignore')
+        return self._fns['forward']
+
+    def reg_cost_expr(self):
+        if 'reg_cost' not in self._fns:
+            g = self.graph
+            self._fns['reg_cost'] = self.nmt.regularised_cost(
+                self.tparams, self.options, g['cost'], g['opt_ret'],
+                g['x_mask'], g['y_mask'])
+        return self._fns['reg_cost']
+
+    def grads_expr(self):
+        if 'grads' not in self._fns:
+            import theano.tensor as tensor
+            self._fns['grads'] = tensor.grad(self.reg_cost_expr(),
+                                             wrt=list(self.tparams.values()))
+        return self._fns['grads']
+
+    def f_grad(self):
+        """(x, x_mask, y, y_mask) -> [regularised cost] + gradients (tparams order)."""
+        if 'grad' not in self._fns:
+            import theano
+            self._fns['grad'] = theano.function(
+                self.inps, [self.reg_cost_expr()] + list(self.grads_expr()),
+                on_unused_input='ignore')
+        return self._fns['grad']
+
+    def sampler(self):
+        if 'sampler' not in self._fns:
+            g = self.graph
+            self._fns['sampler'] = self.nmt.build_sampler(
+                self.tparams, self.options, g['trng'], g['use_noise'])
+        return self._fns['sampler']
+
+    def adadelta(self):
+        if 'adadelta' not in self._fns:
+            import theano.tensor as tensor
+            lr = tensor.scalar(name='lr')
+            self._fns['adadelta'] = self.nmt.adadelta(
+                lr, self.tparams, self.grads_expr(), self.inps, self.reg_cost_expr())
+        return self._fns['adadelta']
+
+
+def pytest_configure(config):
+    # Theano 1.1.2 with numpy 1.23 / Python 3.11 warns a lot; it is noise.
+    for line in ('ignore::DeprecationWarning', 'ignore::FutureWarning',
+                 'ignore::PendingDeprecationWarning'):
+        config.addinivalue_line('filterwarnings', line)
+
+
+@pytest.fixture(scope='session')
+def nmt_module():
+    try:
+        import nmt
+    except ImportError as exc:          # the lead may still be writing it
+        pytest.skip('nmt.py not importable yet: %s' % exc)
+    return nmt
+
+
+@pytest.fixture(scope='session')
+def get_model(nmt_module):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = Model(name, CONFIGS[name])
+        model = cache[name]
+        model.reset()
+        return model
+    return get

@@ -1,0 +1,561 @@
+"""An independent NumPy reading of /work/shared/spec/REFERENCE.md.
+
+Written from the specification page only (not from the project's Theano code),
+as plainly as possible: every recurrence is a Python ``for`` loop over time
+steps, the windowed target-side attentions loop over samples and window rows.
+Nothing here is fast; it is meant to be obviously right.
+
+Everything is dtype-generic: the computation runs in the dtype of the
+parameter arrays handed in (float64 for finite differences, float32 to mirror
+the model).  Token ids are integer matrices, masks float matrices, all
+time-major (rows = time steps, columns = samples).
+"""
+from collections import OrderedDict
+
+import numpy as np
+
+
+# ---------------------------------------------------------------------------
+# small helpers
+# ---------------------------------------------------------------------------
+def sigmoid(a):
+    return 1.0 / (1.0 + np.exp(-a))
+
+
+def softmax_rows(a):
+    """Softmax over the last axis (max-subtracted; equal to the plain one)."""
+    a = a - a.max(axis=-1, keepdims=True)
+    ea = np.exp(a)
+    return ea / ea.sum(axis=-1, keepdims=True)
+
+
+def window_softmax(scores):
+    """Max-subtracted softmax of a 1-D array of scores (the window only)."""
+    scores = np.asarray(scores)
+    ex = np.exp(scores - scores.max())
+    return ex / ex.sum()
+
+
+def as_dtype(params, dtype):
+    """Copy of a parameter dict with every array cast to ``dtype``."""
+    return OrderedDict((k, np.asarray(v, dtype=dtype)) for k, v in params.items())
+
+
+def decoder_variant(options):
+    """(kind, residual, scoring) of the decoder named in ``options``.
+
+    kind is one of 'baseline', 'residual', 'memory', 'selfattn'.
+    """
+    dec = options['decoder']
+    scoring = options.get('att_scoring', 'content')
+    if dec == 'gru_cond':
+        return 'baseline', None, None
+    if dec == 'gru_cond_att':          # the authors' name: attentive + content
+        return 'residual', 'attentive', 'content'
+    if dec == 'gru_cond_residual':
+        residual = options.get('residual', 'mean')
+        if residual == 'mean':
+            return 'residual', 'mean', None
+        if residual == 'attentive':
+            assert scoring in ('content', 'content_scope', 'sum', 'product', 'dot'), scoring
+            return 'residual', 'attentive', scoring
+        raise ValueError('unknown residual %r' % residual)
+    if dec == 'gru_cond_memory':
+        assert scoring in ('content', 'content_scope'), scoring
+        return 'memory', None, scoring
+    if dec == 'gru_cond_selfattn':
+        assert scoring in ('content', 'content_scope'), scoring
+        return 'selfattn', None, scoring
+    raise ValueError('unknown decoder %r' % dec)
+
+
+# ---------------------------------------------------------------------------
+# parameter shapes (section 2 plus the variants), for shape / count checks
+# ---------------------------------------------------------------------------
+def param_shapes(options):
+    e, d = options['dim_word'], options['dim']
+    vs, vt = options['n_words_src'], options['n_words']
+    s = OrderedDict()
+    s['Wemb'] = (vs, e)
+    s['Wemb_dec'] = (vt, e)
+    for pre in ('encoder', 'encoder_r'):
+        s[pre + '_W'] = (e, 2 * d)
+        s[pre + '_b'] = (2 * d,)
+        s[pre + '_U'] = (d, 2 * d)
+        s[pre + '_Wx'] = (e, d)
+        s[pre + '_bx'] = (d,)
+        s[pre + '_Ux'] = (d, d)
+    s['ff_state_W'] = (2 * d, d)
+    s['ff_state_b'] = (d,)
+    s['decoder_W'] = (e, 2 * d)
+    s['decoder_b'] = (2 * d,)
+    s['decoder_U'] = (d, 2 * d)
+    s['decoder_Wx'] = (e, d)
+    s['decoder_Ux'] = (d, d)
+    s['decoder_bx'] = (d,)
+    s['decoder_U_nl'] = (d, 2 * d)
+    s['decoder_b_nl'] = (2 * d,)
+    s['decoder_Ux_nl'] = (d, d)
+    s['decoder_bx_nl'] = (d,)
+    s['decoder_Wc'] = (2 * d, 2 * d)
+    s['decoder_Wcx'] = (2 * d, d)
+    s['decoder_W_comb_att'] = (d, 2 * d)
+    s['decoder_Wc_att'] = (2 * d, 2 * d)
+    s['decoder_b_att'] = (2 * d,)
+    s['decoder_U_att'] = (2 * d, 1)
+    s['decoder_c_tt'] = (1,)
+    s['ff_logit_lstm_W'] = (d, e)
+    s['ff_logit_lstm_b'] = (e,)
+    s['ff_logit_prev_W'] = (e, e)
+    s['ff_logit_prev_b'] = (e,)
+    s['ff_logit_ctx_W'] = (2 * d, e)
+    s['ff_logit_ctx_b'] = (e,)
+    s['ff_logit_W'] = (e, vt)
+    s['ff_logit_b'] = (vt,)
+
+    kind, residual, scoring = decoder_variant(options)
+    if kind == 'residual' and residual == 'attentive':
+        if scoring != 'dot':
+            s['cond_att_W_prev'] = (e, e)
+            s['cond_att_b_prev'] = (e,)
+            s['cond_att_V_prev'] = (e, 1)
+        if scoring == 'content_scope':
+            s['cond_att_W_scope'] = (d, e)
+        if scoring in ('sum', 'product', 'dot'):
+            s['cond_att_W_ctx'] = (2 * d, e)
+    elif kind == 'memory':
+        s['mem_att_W_prev'] = (d, d)
+        s['mem_att_b_prev'] = (d,)
+        s['mem_att_V_prev'] = (d, 1)
+        if scoring == 'content_scope':
+            s['mem_att_W_scope'] = (d, d)
+    elif kind == 'selfattn':
+        s['self_att_W_prev'] = (d, d)
+        s['self_att_b_prev'] = (d,)
+        s['self_att_V_prev'] = (d, 1)
+        if scoring == 'content_scope':
+            s['self_att_W_scope'] = (d, d)
+        s['ff_logit_self_W'] = (d, e)
+        s['ff_logit_self_b'] = (e,)
+    return s
+
+
+def count_params(shapes):
+    return int(sum(int(np.prod(sh)) for sh in shapes.values()))
+
+
+# ---------------------------------------------------------------------------
+# section 1: batches
+# ---------------------------------------------------------------------------
+def prepare_data(seqs_x, seqs_y, maxlen=None):
+    """Time-major padded matrices and masks (len + 1 rows of ones)."""
+    if maxlen is not None:
+        keep = [(sx, sy) for sx, sy in zip(seqs_x, seqs_y)
+                if len(sx) < maxlen and len(sy) < maxlen]
+        if not keep:
+            return None, None, None, None
+        seqs_x = [p[0] for p in keep]
+        seqs_y = [p[1] for p in keep]
+    n = len(seqs_x)
+    tx = max(len(s) for s in seqs_x) + 1
+    ty = max(len(s) for s in seqs_y) + 1
+    x = np.zeros((tx, n), dtype='int64')
+    y = np.zeros((ty, n), dtype='int64')
+    x_mask = np.zeros((tx, n), dtype='float32')
+    y_mask = np.zeros((ty, n), dtype='float32')
+    for i in range(n):
+        for t, w in enumerate(seqs_x[i]):
+            x[t, i] = w
+        for t in range(len(seqs_x[i]) + 1):
+            x_mask[t, i] = 1.
+        for t, w in enumerate(seqs_y[i]):
+            y[t, i] = w
+        for t in range(len(seqs_y[i]) + 1):
+            y_mask[t, i] = 1.
+    return x, x_mask, y, y_mask
+
+
+# ---------------------------------------------------------------------------
+# section 3: GRU, encoder, initial state
+# ---------------------------------------------------------------------------
+def gru_step(U, Ux, x_, xx_, h_prev, m):
+    """One GRU step; ``m`` is this step's mask (n,)."""
+    d = h_prev.shape[1]
+    preact = h_prev @ U + x_
+    r = sigmoid(preact[:, :d])
+    u = sigmoid(preact[:, d:])
+    hbar = np.tanh((h_prev @ Ux) * r + xx_)
+    h = u * h_prev + (1. - u) * hbar
+    m = m[:, None]
+    return m * h + (1. - m) * h_prev
+
+
+def gru_layer(params, prefix, emb, mask):
+    """Run a GRU over emb (T x n x e) from the zero state; returns T x n x d."""
+    T, n, _ = emb.shape
+    d = params[prefix + '_Ux'].shape[0]
+    h = np.zeros((n, d), dtype=emb.dtype)
+    out = []
+    for t in range(T):
+        x_ = emb[t] @ params[prefix + '_W'] + params[prefix + '_b']
+        xx_ = emb[t] @ params[prefix + '_Wx'] + params[prefix + '_bx']
+        h = gru_step(params[prefix + '_U'], params[prefix + '_Ux'], x_, xx_, h, mask[t])
+        out.append(h)
+    return np.stack(out)
+
+
+def encoder(params, x, x_mask=None):
+    """Bidirectional GRU encoder: ctx (T_src x n x 2d)."""
+    dtype = params['Wemb'].dtype
+    if x_mask is None:
+        x_mask = np.ones(x.shape, dtype=dtype)
+    x_mask = np.asarray(x_mask, dtype=dtype)
+    emb = params['Wemb'][x]
+    fwd = gru_layer(params, 'encoder', emb, x_mask)
+    bwd = gru_layer(params, 'encoder_r', emb[::-1], x_mask[::-1])
+    return np.concatenate([fwd, bwd[::-1]], axis=2)
+
+
+def init_state(params, ctx, x_mask=None):
+    """s0 = tanh(masked mean of ctx @ ff_state_W + ff_state_b)."""
+    if x_mask is None:
+        ctx_mean = ctx.mean(axis=0)
+    else:
+        x_mask = np.asarray(x_mask, dtype=ctx.dtype)
+        ctx_mean = (ctx * x_mask[:, :, None]).sum(0) / x_mask.sum(0)[:, None]
+    return np.tanh(ctx_mean @ params['ff_state_W'] + params['ff_state_b'])
+
+
+# ---------------------------------------------------------------------------
+# section 3: conditional GRU with attention, readout
+# ---------------------------------------------------------------------------
+def cond_gru_step(params, emb_t, m, s_prev, ctx, pctx, x_mask):
+    """One decoder step.  Returns (s, c, alpha) with alpha T_src x n."""
+    p = params
+    d = s_prev.shape[1]
+    x_ = emb_t @ p['decoder_W'] + p['decoder_b']
+    xx_ = emb_t @ p['decoder_Wx'] + p['decoder_bx']
+    h1 = gru_step(p['decoder_U'], p['decoder_Ux'], x_, xx_, s_prev, m)
+
+    T_src, n = x_mask.shape
+    alpha = np.zeros((T_src, n), dtype=ctx.dtype)
+    c = np.zeros((n, ctx.shape[2]), dtype=ctx.dtype)
+    pstate = h1 @ p['decoder_W_comb_att']
+    for i in range(n):
+        a = np.tanh(pctx[:, i, :] + pstate[i][None, :]) @ p['decoder_U_att'][:, 0] \
+            + p['decoder_c_tt'][0]
+        a = np.exp(a) * x_mask[:, i]                # no max subtraction
+        alpha[:, i] = a / a.sum()
+        for j in range(T_src):
+            c[i] += alpha[j, i] * ctx[j, i]
+
+    g = sigmoid(h1 @ p['decoder_U_nl'] + p['decoder_b_nl'] + c @ p['decoder_Wc'])
+    r2 = g[:, :d]
+    u2 = g[:, d:]
+    hbar = np.tanh((h1 @ p['decoder_Ux_nl'] + p['decoder_bx_nl']) * r2 + c @ p['decoder_Wcx'])
+    s = u2 * h1 + (1. - u2) * hbar
+    mm = m[:, None]
+    s = mm * s + (1. - mm) * h1                     # h1, not s_prev
+    return s, c, alpha
+
+
+def readout_probs(params, options, s, prev, c, extra=None):
+    """Softmax over the target vocabulary for one time step (n x V)."""
+    p = params
+    t = np.tanh(s @ p['ff_logit_lstm_W'] + p['ff_logit_lstm_b']
+                + prev @ p['ff_logit_prev_W'] + p['ff_logit_prev_b']
+                + c @ p['ff_logit_ctx_W'] + p['ff_logit_ctx_b']
+                + (0. if extra is None else extra))
+    if options.get('use_dropout', False):
+        t = t * 0.5                                 # test mode
+    return softmax_rows(t @ p['ff_logit_W'] + p['ff_logit_b'])
+
+
+def shifted_embeddings(params, y):
+    """E[0] = 0, E[j] = Wemb_dec[y[j-1]]."""
+    W = params['Wemb_dec']
+    E = np.zeros((y.shape[0], y.shape[1], W.shape[1]), dtype=W.dtype)
+    for j in range(1, y.shape[0]):
+        E[j] = W[y[j - 1]]
+    return E
+
+
+def _window(y_mask, t, i):
+    return [j for j in range(t + 1) if y_mask[j, i] > 0]
+
+
+def _state_history(s_init, S, j):
+    """H[0] = s_init, H[j] = S[j-1]."""
+    return s_init if j == 0 else S[j - 1]
+
+
+# ---------------------------------------------------------------------------
+# the whole teacher-forced pass
+# ---------------------------------------------------------------------------
+def forward(params, options, x, x_mask, y, y_mask):
+    """Teacher-forced pass.  Returns a dict with
+
+    costs (n,), dec_alphas (T_trg x n x T_src), prev_alphas (T_trg x n x T_trg,
+    or None for the baseline and the mean residual), probs (T_trg x n x V),
+    states S (T_trg x n x d), contexts C (T_trg x n x 2d), s_init, ctx.
+    """
+    p = params
+    dtype = p['Wemb'].dtype
+    x_mask = np.asarray(x_mask, dtype=dtype)
+    y_mask = np.asarray(y_mask, dtype=dtype)
+    kind, residual, scoring = decoder_variant(options)
+
+    ctx = encoder(p, x, x_mask)
+    s_init = init_state(p, ctx, x_mask)
+    E = shifted_embeddings(p, y)
+    T_trg, n = y.shape
+    T_src = x.shape[0]
+    d = s_init.shape[1]
+    pctx = ctx @ p['decoder_Wc_att'] + p['decoder_b_att']
+
+    S = np.zeros((T_trg, n, d), dtype=dtype)
+    C = np.zeros((T_trg, n, ctx.shape[2]), dtype=dtype)
+    dec_alphas = np.zeros((T_trg, n, T_src), dtype=dtype)
+    prev_alphas = None
+    if kind in ('memory', 'selfattn') or (kind == 'residual' and residual == 'attentive'):
+        prev_alphas = np.zeros((T_trg, n, T_trg), dtype=dtype)
+
+    # --- the recurrence -------------------------------------------------
+    s_prev = s_init
+    for t in range(T_trg):
+        if kind == 'memory':
+            # attention over the state history H[0..t] within the window
+            s_start = np.zeros((n, d), dtype=dtype)
+            for i in range(n):
+                js = _window(y_mask, t, i)
+                Hs = np.stack([_state_history(s_init, S, j)[i] for j in js])   # J x d
+                pre = Hs @ p['mem_att_W_prev'] + p['mem_att_b_prev']
+                if scoring == 'content_scope':
+                    pre = pre + _state_history(s_init, S, t)[i] @ p['mem_att_W_scope']
+                w = window_softmax(np.tanh(pre) @ p['mem_att_V_prev'][:, 0])
+                for jj, j in enumerate(js):
+                    prev_alphas[t, i, j] = w[jj]
+                    s_start[i] += w[jj] * Hs[jj]
+        else:
+            s_start = s_prev
+        s, c, alpha = cond_gru_step(p, E[t], y_mask[t], s_start, ctx, pctx, x_mask)
+        S[t] = s
+        C[t] = c
+        dec_alphas[t] = alpha.T
+        s_prev = s
+
+    # --- readout, row by row ---------------------------------------------
+    V = p['ff_logit_W'].shape[1]
+    probs = np.zeros((T_trg, n, V), dtype=dtype)
+    for t in range(T_trg):
+        prev = E[t]
+        extra = None
+        if kind == 'residual':
+            prev = np.zeros_like(E[t])
+            for i in range(n):
+                js = _window(y_mask, t, i)
+                if residual == 'mean':
+                    js1 = [j for j in js if j >= 1]
+                    if js1:
+                        prev[i] = sum(E[j, i] for j in js1) / len(js1)
+                    continue
+                Es = np.stack([E[j, i] for j in js])                   # J x e
+                if scoring == 'dot':
+                    scores = Es @ (C[t, i] @ p['cond_att_W_ctx'])
+                else:
+                    K = Es @ p['cond_att_W_prev'] + p['cond_att_b_prev']
+                    if scoring == 'content':
+                        pre = K
+                    elif scoring == 'content_scope':
+                        pre = K + S[t, i] @ p['cond_att_W_scope']
+                    elif scoring == 'sum':
+                        pre = K + C[t, i] @ p['cond_att_W_ctx']
+                    elif scoring == 'product':
+                        pre = K * (C[t, i] @ p['cond_att_W_ctx'])
+                    scores = np.tanh(pre) @ p['cond_att_V_prev'][:, 0]
+                w = window_softmax(scores)
+                for jj, j in enumerate(js):
+                    prev_alphas[t, i, j] = w[jj]
+                    prev[i] += w[jj] * Es[jj]
+        elif kind == 'selfattn':
+            r = np.zeros((n, d), dtype=dtype)
+            for i in range(n):
+                js = _window(y_mask, t, i)
+                Hs = np.stack([_state_history(s_init, S, j)[i] for j in js])
+                pre = Hs @ p['self_att_W_prev'] + p['self_att_b_prev']
+                if scoring == 'content_scope':
+                    pre = pre + S[t, i] @ p['self_att_W_scope']
+                w = window_softmax(np.tanh(pre) @ p['self_att_V_prev'][:, 0])
+                for jj, j in enumerate(js):
+                    prev_alphas[t, i, j] = w[jj]
+                    r[i] += w[jj] * Hs[jj]
+            extra = r @ p['ff_logit_self_W'] + p['ff_logit_self_b']
+        probs[t] = readout_probs(p, options, S[t], prev, C[t], extra)
+
+    costs = np.zeros((n,), dtype=dtype)
+    for i in range(n):
+        for t in range(T_trg):
+            costs[i] += -np.log(probs[t, i, y[t, i]]) * y_mask[t, i]
+
+    return dict(costs=costs, dec_alphas=dec_alphas, prev_alphas=prev_alphas,
+                probs=probs, states=S, contexts=C, s_init=s_init, ctx=ctx)
+
+
+def cost_per_sentence(params, options, x, x_mask, y, y_mask):
+    """(costs (n,), dec_alphas, prev_alphas) of the teacher-forced pass."""
+    out = forward(params, options, x, x_mask, y, y_mask)
+    return out['costs'], out['dec_alphas'], out['prev_alphas']
+
+
+# ---------------------------------------------------------------------------
+# section 6: regularisers, clipping, Adadelta
+# ---------------------------------------------------------------------------
+def l2_term(params, decay_c):
+    """decay_c * sum over all parameters of sum(p^2)."""
+    if decay_c <= 0:
+        return 0.
+    total = 0.
+    for v in params.values():
+        total = total + (v ** 2).sum()
+    return decay_c * total
+
+
+def alignment_term(dec_alphas, x_mask, y_mask, alpha_c):
+    """alpha_c * mean_n sum_i (floor(|y|/|x|) - sum_t alpha[t, n, i])^2."""
+    if alpha_c <= 0:
+        return 0.
+    n = dec_alphas.shape[1]
+    total = 0.
+    for k in range(n):
+        target = np.floor(y_mask[:, k].sum() / x_mask[:, k].sum())
+        covered = dec_alphas[:, k, :].sum(axis=0)          # over ALL target rows
+        total = total + ((target - covered) ** 2).sum()    # over ALL source rows
+    return alpha_c * total / n
+
+
+def training_cost(params, options, x, x_mask, y, y_mask):
+    """mean per-sentence cost + L2 + alignment regulariser (section 6)."""
+    costs, dec_alphas, _ = cost_per_sentence(params, options, x, x_mask, y, y_mask)
+    cost = costs.mean()
+    cost = cost + l2_term(params, options.get('decay_c', 0.))
+    cost = cost + alignment_term(dec_alphas, np.asarray(x_mask, costs.dtype),
+                                 np.asarray(y_mask, costs.dtype),
+                                 options.get('alpha_c', 0.))
+    return cost
+
+
+def clip_gradients(grads, clip_c):
+    """Global-norm clipping of a list of arrays."""
+    if clip_c <= 0:
+        return [np.array(g) for g in grads]
+    g2 = sum(float((np.asarray(g, 'float64') ** 2).sum()) for g in grads)
+    if g2 > clip_c ** 2:
+        return [g / np.sqrt(g2) * clip_c for g in grads]
+    return [np.array(g) for g in grads]
+
+
+def adadelta_step(params, grads, Eg2, Edx2, rho=0.95, eps=1e-6):
+    """One Adadelta update.  All four arguments are dicts with the same keys
+    (or lists in the same order).  Returns (new_params, new_Eg2, new_Edx2) of
+    the same container type."""
+    keys = list(params.keys()) if isinstance(params, dict) else range(len(params))
+    newp, newg, newd = OrderedDict(), OrderedDict(), OrderedDict()
+    for k in keys:
+        g = grads[k]
+        eg2 = rho * Eg2[k] + (1. - rho) * g ** 2
+        dx = -np.sqrt(Edx2[k] + eps) / np.sqrt(eg2 + eps) * g
+        edx2 = rho * Edx2[k] + (1. - rho) * dx ** 2
+        newp[k] = params[k] + dx
+        newg[k] = eg2
+        newd[k] = edx2
+    if isinstance(params, dict):
+        return newp, newg, newd
+    return ([newp[k] for k in keys], [newg[k] for k in keys], [newd[k] for k in keys])
+
+
+# ---------------------------------------------------------------------------
+# section 5: decoding
+# ---------------------------------------------------------------------------
+def make_sampler(params, options):
+    """NumPy f_init / f_next for the BASELINE decoder (dl4mt signatures)."""
+    kind, _, _ = decoder_variant(options)
+    assert kind == 'baseline'
+
+    def f_init(x):
+        ctx = encoder(params, x)
+        return [init_state(params, ctx), ctx]
+
+    def f_next(y_prev, ctx, state):
+        y_prev = np.asarray(y_prev)
+        n = y_prev.shape[0]
+        W = params['Wemb_dec']
+        emb = np.zeros((n, W.shape[1]), dtype=W.dtype)
+        for i in range(n):
+            if y_prev[i] >= 0:
+                emb[i] = W[y_prev[i]]
+        m = np.ones((n,), dtype=W.dtype)
+        x_mask = np.ones(ctx.shape[:2], dtype=W.dtype)
+        pctx = ctx @ params['decoder_Wc_att'] + params['decoder_b_att']
+        s, c, _ = cond_gru_step(params, emb, m, state, ctx, pctx, x_mask)
+        probs = readout_probs(params, options, s, emb, c)
+        return [probs, probs.argmax(axis=1), s]
+
+    return f_init, f_next
+
+
+def beam_search(f_init, f_next, x, k=1, maxlen=30):
+    """Beam search of section 5 for one sentence (x: T x 1).
+
+    f_init(x) -> [state (1 x d), ctx (T x 1 x c)];
+    f_next(y_prev, ctx, state) -> [probs (live x V), anything, next_state, ...].
+    Returns (samples, scores), unnormalised, finished hypotheses first in the
+    order they finished, then the unfinished live ones.
+    """
+    state, ctx0 = f_init(x)[:2]
+    finished, finished_scores = [], []
+    live = [[]]
+    live_scores = np.zeros(1)
+    live_states = state
+    dead = 0
+    y_prev = -1 * np.ones((1,), dtype='int64')
+    for _ in range(maxlen):
+        ctx = np.tile(ctx0, [len(live), 1])
+        out = f_next(y_prev, ctx, live_states)
+        probs, next_states = out[0], out[2]
+        cand = live_scores[:, None] - np.log(probs)
+        flat = cand.flatten()
+        best = np.argsort(flat)[:k - dead]
+        V = probs.shape[1]
+        new_live, new_scores, new_states = [], [], []
+        for b in best:
+            h, w = int(b // V), int(b % V)
+            hyp = live[h] + [w]
+            if w == 0:
+                finished.append(hyp)
+                finished_scores.append(flat[b])
+                dead += 1
+            else:
+                new_live.append(hyp)
+                new_scores.append(flat[b])
+                new_states.append(np.array(next_states[h]))
+        live = new_live
+        live_scores = np.array(new_scores)
+        if len(live) < 1 or dead >= k:
+            break
+        live_states = np.array(new_states)
+        y_prev = np.array([h[-1] for h in live], dtype='int64')
+    for h, s in zip(live, live_scores):
+        finished.append(h)
+        finished_scores.append(s)
+    return finished, finished_scores
+
+
+def normalise_scores(samples, scores):
+    """Length normalisation: score / len(hypothesis) (eos counted)."""
+    return [s / len(h) for h, s in zip(samples, scores)]
+
+
+def best_hypothesis(samples, scores, normalise=False):
+    if normalise:
+        scores = normalise_scores(samples, scores)
+    return samples[int(np.argmin(scores))]

@@ -1,0 +1,278 @@
+"""Synthetic parallel corpus with reordering and target-side long-distance agreement.
+
+Grammar (source "English-like" -> target "toy Slavic-like"), one clause::
+
+    source:  DET N [ADJ] [that V DET N [ADJ]]  V  DET N [ADJ]  [ADV [ADV]]
+    target:  DET [ADJ] N [ki DET [ADJ] N V-en] [ADV [ADV]]  DET [ADJ] N  V-<class>
+
+* Reordering: the source is SVO with adjectives after nouns and sentence-final
+  adverbs; the target is SOV with adjectives before nouns, the adverbs before the
+  object, and the verb of a relative clause moved after its object.
+* Agreement: every target noun has a lexical class ("a", "o" or "i") that is not
+  visible in its form (cat -> "miso" is class i, tree -> "drevo" is class a).
+  The clause-final main verb carries the class suffix of the SUBJECT noun
+  (ate -> "yeda" / "yedo" / "yedi"), 3-10 tokens after it, across an optional
+  relative clause, adverbs and the object, whose nouns act as attractors.
+  Relative-clause verbs take the invariant participle "-en".  Nothing on the
+  source side marks the class: the model must remember which target noun it
+  produced as subject.
+* A sentence is one clause, or two joined by "and" -> "da" (one agreement site
+  per clause), followed by " ."; 6-25 tokens, identical lengths on both sides.
+
+Example::
+
+    the dog big that saw the cat ate the apple yesterday .
+    la veli burek ki la miso viden vchera la yablu yeda .
+
+CLI::
+
+    python toy_corpus.py generate --out DIR [--train N] [--dev N] [--test N] [--seed S]
+    python toy_corpus.py agreement --src test.src --hyp hyp.trg [--ref test.trg] [--json]
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+# source noun -> (target noun, class); 8 nouns per class, class not visible in form
+NOUNS = {
+    "dog": ("burek", "a"), "horse": ("konal", "a"), "king": ("tsaro", "a"),
+    "teacher": ("uchit", "a"), "apple": ("yablu", "a"), "tree": ("drevo", "a"),
+    "book": ("kniga", "a"), "song": ("pesna", "a"),
+    "cat": ("miso", "i"), "fish": ("rybel", "i"), "farmer": ("selmun", "i"),
+    "doctor": ("lekar", "i"), "bread": ("khleb", "i"), "river": ("reka", "i"),
+    "letter": ("pismo", "i"), "garden": ("sadok", "i"),
+    "bird": ("pitak", "o"), "queen": ("rani", "o"), "child": ("detka", "o"),
+    "soldier": ("voyin", "o"), "house": ("domik", "o"), "stone": ("kamen", "o"),
+    "ship": ("korab", "o"), "window": ("okno", "o"),
+}
+ADJS = {"big": "veli", "small": "mali", "old": "stari", "young": "mladi",
+        "red": "krasni", "green": "zeleni", "happy": "radi", "tired": "ustali",
+        "strange": "chudni", "quiet": "tihi"}
+VERBS = {"saw": "vid", "liked": "lyub", "ate": "yed", "found": "nashl",
+         "carried": "nos", "helped": "pomog", "followed": "sled",
+         "painted": "risov", "called": "zval", "watched": "gledal",
+         "pushed": "tolk", "visited": "posetil"}
+ADVS = {"yesterday": "vchera", "today": "dnes", "often": "chasto",
+        "quickly": "brzo", "slowly": "polako", "again": "opet",
+        "never": "nikad", "always": "vsegda"}
+DETS = {"the": "la", "a": "un"}
+CLASSES = ("a", "o", "i")
+PARTICIPLE = "en"
+SRC_REL, TRG_REL, SRC_AND, TRG_AND, EOS = "that", "ki", "and", "da", "."
+MAX_LEN, MIN_DIST, MAX_DIST = 25, 3, 10
+
+# target-side lexicon used to parse hypotheses
+TRG_NOUN_CLASS = {t: c for t, c in NOUNS.values()}
+TRG_FINITE = {stem + c: (stem, c) for stem in VERBS.values() for c in CLASSES}
+TRG_PARTICIPLES = {stem + PARTICIPLE for stem in VERBS.values()}
+
+
+def _check_lexicon():
+    words = (list(TRG_NOUN_CLASS) + list(ADJS.values()) + list(TRG_FINITE)
+             + list(TRG_PARTICIPLES) + list(ADVS.values()) + list(DETS.values())
+             + [TRG_REL, TRG_AND, EOS])
+    assert len(words) == len(set(words)), "target word forms must be unique"
+    src = (list(NOUNS) + list(ADJS) + list(VERBS) + list(ADVS) + list(DETS)
+           + [SRC_REL, SRC_AND, EOS])
+    assert len(src) == len(set(src)), "source word forms must be unique"
+
+
+_check_lexicon()
+
+
+# ---------------------------------------------------------------- generation
+def _np(rng, p_adj=0.4):
+    """Random noun phrase -> (source tokens, target tokens, noun)."""
+    det = rng.choice(sorted(DETS))
+    noun = rng.choice(sorted(NOUNS))
+    adj = rng.choice(sorted(ADJS)) if rng.random() < p_adj else None
+    src = [det, noun] + ([adj] if adj else [])
+    trg = [DETS[det]] + ([ADJS[adj]] if adj else []) + [NOUNS[noun][0]]
+    return src, trg, noun
+
+
+def _clause(rng):
+    """Random clause -> (src tokens, trg tokens, subject-noun -> verb distance)."""
+    s_src, s_trg, subj = _np(rng)
+    src, trg = list(s_src), list(s_trg)
+    if rng.random() < 0.4:  # subject relative clause: that V NP -> ki NP V-en
+        verb = rng.choice(sorted(VERBS))
+        r_src, r_trg, _ = _np(rng)
+        src += [SRC_REL, verb] + r_src
+        trg += [TRG_REL] + r_trg + [VERBS[verb] + PARTICIPLE]
+    advs = rng.sample(sorted(ADVS), rng.choice([0, 0, 0, 1, 1, 2]))
+    verb = rng.choice(sorted(VERBS))
+    o_src, o_trg, _ = _np(rng)
+    src += [verb] + o_src + advs
+    trg += [ADVS[a] for a in advs] + o_trg + [VERBS[verb] + NOUNS[subj][1]]
+    dist = len(trg) - len(s_trg)  # verb index minus subject-noun index
+    return src, trg, dist
+
+
+def generate_pair(rng):
+    """One random sentence pair (source string, target string)."""
+    while True:
+        src, trg, dist = _clause(rng)
+        dists = [dist]
+        if rng.random() < 0.3:
+            src2, trg2, dist2 = _clause(rng)
+            src, trg = src + [SRC_AND] + src2, trg + [TRG_AND] + trg2
+            dists.append(dist2)
+        src.append(EOS)
+        trg.append(EOS)
+        if len(src) <= MAX_LEN and all(MIN_DIST <= d <= MAX_DIST for d in dists):
+            return " ".join(src), " ".join(trg)
+
+
+def generate_corpus(sizes, seed=1):
+    """sizes: list of (name, count); returns {name: [(src, trg), ...]}.
+    All source sentences are distinct, within and across splits."""
+    rng = random.Random(seed)
+    seen, out = set(), {}
+    for name, count in sizes:
+        pairs = []
+        tries = 0
+        while len(pairs) < count:
+            tries += 1
+            if tries > 50 * count + 1000:
+                raise RuntimeError("could not draw enough distinct sentences")
+            src, trg = generate_pair(rng)
+            if src not in seen:
+                seen.add(src)
+                pairs.append((src, trg))
+        out[name] = pairs
+    return out
+
+
+# ---------------------------------------------------------------- agreement
+def _split_clauses(tokens):
+    tokens = [t for t in tokens if t != EOS]
+    clauses, cur = [], []
+    for t in tokens:
+        if t == TRG_AND:
+            clauses.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    clauses.append(cur)
+    return clauses
+
+
+def expected_sites(src_line):
+    """Number of agreement sites (clauses) the source sentence asks for."""
+    return src_line.split().count(SRC_AND) + 1
+
+
+def clause_site(clause_tokens):
+    """(noun, noun class, verb, verb suffix) for one target clause, with None
+    for the parts that cannot be found.  The governing noun is the first noun
+    of the clause (the subject); the agreeing word is its last finite verb."""
+    noun = next((t for t in clause_tokens if t in TRG_NOUN_CLASS), None)
+    verb = next((t for t in reversed(clause_tokens) if t in TRG_FINITE), None)
+    return (noun, TRG_NOUN_CLASS.get(noun), verb,
+            TRG_FINITE[verb][1] if verb else None)
+
+
+def agreement_stats(src_lines, hyp_lines):
+    """Agreement of hypothesis main verbs with hypothesis subject nouns.
+
+    sites: agreement sites required by the sources (one per clause);
+    missing: sites whose clause, subject noun or finite verb is absent in the
+    hypothesis; correct: produced sites whose verb suffix matches the class of
+    the subject noun; accuracy = correct / (sites - missing) (0.0 if none);
+    strict_accuracy = correct / sites."""
+    src_lines, hyp_lines = list(src_lines), list(hyp_lines)
+    if len(src_lines) != len(hyp_lines):
+        raise ValueError("line count mismatch: %d source vs %d hypothesis lines"
+                         % (len(src_lines), len(hyp_lines)))
+    sites = correct = missing = 0
+    for src, hyp in zip(src_lines, hyp_lines):
+        n = expected_sites(src)
+        clauses = _split_clauses(hyp.split())
+        for i in range(n):
+            sites += 1
+            noun, cls, verb, suffix = (clause_site(clauses[i]) if i < len(clauses)
+                                       else (None,) * 4)
+            if noun is None or verb is None:
+                missing += 1
+            elif suffix == cls:
+                correct += 1
+    produced = sites - missing
+    return {"sites": sites, "correct": correct, "missing": missing,
+            "accuracy": correct / produced if produced else 0.0,
+            "strict_accuracy": correct / sites if sites else 0.0}
+
+
+# ---------------------------------------------------------------- CLI
+def _read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def _cmd_generate(args):
+    for name in ("train", "dev", "test"):
+        if getattr(args, name) < 0:
+            raise ValueError("--%s must be >= 0" % name)
+    splits = generate_corpus([("test", args.test), ("dev", args.dev),
+                              ("train", args.train)], seed=args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    for name, pairs in splits.items():
+        for side, idx in (("src", 0), ("trg", 1)):
+            with open(os.path.join(args.out, "%s.%s" % (name, side)), "w",
+                      encoding="utf-8") as f:
+                f.writelines(p[idx] + "\n" for p in pairs)
+    print("wrote %s: train %d, dev %d, test %d pairs (seed %d)"
+          % (args.out, args.train, args.dev, args.test, args.seed))
+
+
+def _cmd_agreement(args):
+    src, hyp = _read_lines(args.src), _read_lines(args.hyp)
+    stats = agreement_stats(src, hyp)
+    if args.ref:
+        ref = _read_lines(args.ref)
+        if len(ref) != len(src):
+            raise ValueError("line count mismatch: %d source vs %d reference lines"
+                             % (len(src), len(ref)))
+        stats["ref_accuracy"] = agreement_stats(src, ref)["accuracy"]
+        stats["exact_match"] = (sum(h.split() == r.split() for h, r in zip(hyp, ref))
+                                / len(src) if src else 0.0)
+    if args.json:
+        print(json.dumps(stats))
+    else:
+        line = ("agreement: %d/%d produced sites correct (%.1f%%), %d of %d sites missing"
+                % (stats["correct"], stats["sites"] - stats["missing"],
+                   100 * stats["accuracy"], stats["missing"], stats["sites"]))
+        if args.ref:
+            line += ("; reference %.1f%%, exact match %.1f%%"
+                     % (100 * stats["ref_accuracy"], 100 * stats["exact_match"]))
+        print(line)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="write train/dev/test .src/.trg files")
+    g.add_argument("--out", required=True)
+    g.add_argument("--train", type=int, default=20000)
+    g.add_argument("--dev", type=int, default=500)
+    g.add_argument("--test", type=int, default=500)
+    g.add_argument("--seed", type=int, default=1)
+    a = sub.add_parser("agreement", help="score subject-verb agreement of a hypothesis")
+    a.add_argument("--src", required=True)
+    a.add_argument("--hyp", required=True)
+    a.add_argument("--ref")
+    a.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        (_cmd_generate if args.cmd == "generate" else _cmd_agreement)(args)
+    except (OSError, ValueError, RuntimeError) as e:
+        msg = "%s: %s" % (e.strerror, e.filename) if isinstance(e, OSError) and e.strerror else e
+        print("error: %s" % msg, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

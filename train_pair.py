@@ -1,0 +1,304 @@
+"""Shared launcher of train_es-en.sh, train_en-de.sh and train_en-zh.sh.
+
+The three scripts call it with their pair's settings::
+
+    train_pair.py --src-lang es --trg-lang en --vocab 50000 --prog NAME \\
+        [--dry-run] [--tiny] DECODER DATA_DIR [MODEL_DIR] [-- extra nmt.py flags]
+
+DECODER is one of baseline, mean, attentive, memory, selfattn (see
+DECODERS).  DATA_DIR is the output of ``preprocess.py prepare`` for the pair
+(``train.bpe.SRC/TRG``, ``dev.bpe.SRC/TRG``, ``dev.tok.TRG``,
+``test.bpe.SRC``, ``test.tok.TRG``, ``train.bpe.SRC/TRG.pkl``).  MODEL_DIR
+defaults to ``runs/PAIR/DECODER`` (under the current directory), the layout
+that results_table.py reads.
+
+Steps: train with nmt.py (the papers' settings, PAPER_SETTINGS), then
+translate the test set with translate.py (beam 5, length-normalised), undo
+BPE and write MODEL_DIR/test.hyp.tok (tokenised), MODEL_DIR/test.hyp
+(detokenised) and MODEL_DIR/bleu.json (tokenised multi-bleu BLEU against
+``test.tok.TRG``; sacreBLEU against the raw test reference when preprocess
+recorded it).
+
+``--dry-run`` prints the commands (nmt.py's in full) and exits 0.
+``--tiny`` is a one-minute CPU run with tiny dimensions (TINY_SETTINGS); when
+DATA_DIR holds no prepared data it first writes a toy corpus
+(toy_corpus.py) with the pair's language codes into DATA_DIR/raw and
+prepares it with preprocess.py (100 BPE merges).
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+DECODERS = {
+    'baseline': ['--decoder', 'gru_cond'],
+    'mean': ['--decoder', 'gru_cond_residual', '--residual', 'mean'],
+    'attentive': ['--decoder', 'gru_cond_residual', '--residual', 'attentive',
+                  '--att_scoring', 'content'],
+    'memory': ['--decoder', 'gru_cond_memory', '--att_scoring', 'content'],
+    'selfattn': ['--decoder', 'gru_cond_selfattn', '--att_scoring', 'content'],
+}
+DECODER_ORDER = ('baseline', 'mean', 'attentive', 'memory', 'selfattn')
+
+BPE_UNDO = "sed -r 's/(@@ )|(@@ ?$)//g'"
+
+# The papers' settings (vocabulary size comes from the pair's script).
+# Adadelta ignores the learning rate; dl4mt-tutorial passes 0.0001.
+PAPER_SETTINGS = [
+    ('dim_word', 500), ('dim', 1024), ('maxlen', 50),
+    ('batch_size', 80), ('valid_batch_size', 80),
+    ('optimizer', 'adadelta'), ('lrate', 0.0001), ('clip_c', 1.0),
+    ('decay_c', 0.0), ('alpha_c', 0.0), ('patience', 10),
+    ('validFreq', 5000), ('saveFreq', 10000), ('sampleFreq', 10000),
+    ('dispFreq', 1000), ('bleu_valid_freq', 5000), ('bleu_valid_beam', 5),
+]
+TINY_SETTINGS = [
+    ('dim_word', 16), ('dim', 24), ('maxlen', 50),
+    ('batch_size', 16), ('valid_batch_size', 16),
+    ('optimizer', 'adadelta'), ('lrate', 0.0001), ('clip_c', 1.0),
+    ('decay_c', 0.0), ('alpha_c', 0.0), ('patience', 10),
+    ('finish_after', 60), ('validFreq', 30), ('saveFreq', 30),
+    ('sampleFreq', 1000), ('dispFreq', 10), ('bleu_valid_freq', 30),
+    ('bleu_valid_beam', 5),
+]
+TINY_CORPUS = ['--train', '2000', '--dev', '50', '--test', '50']
+TINY_BPE_MERGES = 100
+TEST_BEAM = 5
+
+
+class LaunchError(Exception):
+    pass
+
+
+def _q(cmd):
+    return ' '.join(shlex.quote(str(c)) for c in cmd)
+
+
+def parse_args(argv):
+    if '--' in argv:
+        cut = argv.index('--')
+        argv, extra = argv[:cut], argv[cut + 1:]
+    else:
+        extra = []
+    p = argparse.ArgumentParser(
+        description='Train one decoder on one language pair with the papers\' '
+        'settings, then score the test set.')
+    p.add_argument('--src-lang', required=True)
+    p.add_argument('--trg-lang', required=True)
+    p.add_argument('--vocab', type=int, required=True)
+    p.add_argument('--prog', default=None, help=argparse.SUPPRESS)
+    p.add_argument('--dry-run', action='store_true',
+                   help='print the commands and exit')
+    p.add_argument('--tiny', action='store_true',
+                   help='one-minute CPU run with tiny dimensions (makes toy data '
+                   'in DATA_DIR when it has none)')
+    p.add_argument('decoder', metavar='DECODER', help=' | '.join(DECODER_ORDER))
+    p.add_argument('data_dir', metavar='DATA_DIR')
+    p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
+    args = p.parse_args(argv)
+    if args.prog:
+        p.prog = args.prog
+    args.extra = extra
+    if args.decoder not in DECODERS:
+        raise LaunchError('unknown decoder %r (choose from %s)'
+                          % (args.decoder, ', '.join(DECODER_ORDER)))
+    args.pair = '%s-%s' % (args.src_lang, args.trg_lang)
+    if args.model_dir is None:
+        args.model_dir = os.path.join('runs', args.pair, args.decoder)
+    return args
+
+
+class Data(object):
+    """The file names of a prepared data directory."""
+
+    def __init__(self, data_dir, src, trg):
+        j = lambda name: os.path.join(data_dir, name)
+        self.dir = data_dir
+        self.train = (j('train.bpe.' + src), j('train.bpe.' + trg))
+        self.dicts = (j('train.bpe.%s.pkl' % src), j('train.bpe.%s.pkl' % trg))
+        self.valid = (j('dev.bpe.' + src), j('dev.bpe.' + trg))
+        self.valid_ref = j('dev.tok.' + trg)
+        self.test_src = j('test.bpe.' + src)
+        self.test_ref = j('test.tok.' + trg)
+        self.config = j('preprocess.json')
+
+    def required(self):
+        return list(self.train) + list(self.dicts) + list(self.valid) + [
+            self.valid_ref, self.test_src, self.test_ref]
+
+    def missing(self):
+        return [f for f in self.required() if not os.path.exists(f)]
+
+    def dictionary_sizes(self):
+        sizes = []
+        for pkl in self.dicts:
+            jpath = pkl[:-len('.pkl')] + '.json'
+            with open(jpath, encoding='utf-8') as f:
+                d = json.load(f)
+            sizes.append(max(int(i) for i in d.values()) + 1)
+        return sizes
+
+    def raw_test_ref(self, trg):
+        """The raw (detokenised) test reference recorded by preprocess.py."""
+        try:
+            with open(self.config, encoding='utf-8') as f:
+                path = json.load(f)['inputs']['test'][trg]
+        except (OSError, ValueError, KeyError):
+            return None
+        return path if os.path.exists(path) else None
+
+
+def data_commands(args, data):
+    """Commands that make a toy corpus in DATA_DIR (tiny mode)."""
+    raw = os.path.join(data.dir, 'raw')
+    py = sys.executable
+    gen = [py, os.path.join(HERE, 'toy_corpus.py'), 'generate', '--out', raw] + TINY_CORPUS
+    prep = [py, os.path.join(HERE, 'preprocess.py'), 'prepare',
+            '--src-lang', args.src_lang, '--trg-lang', args.trg_lang,
+            '--train', os.path.join(raw, 'train'), '--dev', os.path.join(raw, 'dev'),
+            '--test', os.path.join(raw, 'test'), '--out', data.dir,
+            '--bpe-merges', str(TINY_BPE_MERGES), '--vocab', str(args.vocab)]
+    return raw, gen, prep
+
+
+def nmt_command(args, data, n_words):
+    model = os.path.join(args.model_dir, 'model.npz')
+    settings = TINY_SETTINGS if args.tiny else PAPER_SETTINGS
+    cmd = [sys.executable, os.path.join(HERE, 'nmt.py'), '--model', model,
+           '--datasets'] + list(data.train) + ['--dictionaries'] + list(data.dicts) + [
+           '--valid_datasets'] + list(data.valid)
+    cmd += ['--n_words_src', str(n_words[0]), '--n_words', str(n_words[1])]
+    for key, value in settings:
+        cmd += ['--' + key, str(value)]
+    cmd += ['--use_dropout']
+    cmd += DECODERS[args.decoder]
+    cmd += ['--bleu_valid_ref', data.valid_ref, '--bleu_valid_postprocess', BPE_UNDO]
+    return cmd + list(args.extra)
+
+
+def translate_command(args, data, hyp_bpe):
+    return [sys.executable, os.path.join(HERE, 'translate.py'), '-k', str(TEST_BEAM),
+            '-n', '-p', '1', os.path.join(args.model_dir, 'model.npz'),
+            data.dicts[0], data.dicts[1], data.test_src, hyp_bpe]
+
+
+def run(cmd):
+    print('+ ' + _q(cmd), file=sys.stderr, flush=True)
+    rc = subprocess.call(cmd)
+    if rc != 0:
+        raise LaunchError('command failed with exit status %d: %s' % (rc, _q(cmd)))
+
+
+def make_tiny_data(args, data):
+    raw, gen, prep = data_commands(args, data)
+    run(gen)
+    for name in ('train', 'dev', 'test'):
+        for side, lang in (('src', args.src_lang), ('trg', args.trg_lang)):
+            os.replace(os.path.join(raw, '%s.%s' % (name, side)),
+                       os.path.join(raw, '%s.%s' % (name, lang)))
+    run(prep)
+
+
+def final_evaluation(args, data):
+    """Translate the test set, undo BPE, score, write bleu.json."""
+    import bleu
+    sys.path.insert(0, HERE)
+    from preprocess import Postprocessor, undo_bpe
+    hyp_bpe = os.path.join(args.model_dir, 'test.hyp.bpe')
+    run(translate_command(args, data, hyp_bpe))
+    with open(hyp_bpe, encoding='utf-8') as f:
+        hyps = [undo_bpe(l.rstrip('\n')) for l in f]
+    with open(data.test_ref, encoding='utf-8') as f:
+        refs = [l.rstrip('\n') for l in f]
+    tok = bleu.corpus_bleu_tokenized(hyps, refs)
+    _write_lines(os.path.join(args.model_dir, 'test.hyp.tok'), hyps)
+    zh_split = 'whitespace'
+    try:
+        with open(data.config, encoding='utf-8') as f:
+            zh_split = json.load(f).get('zh_split', 'whitespace')
+    except (OSError, ValueError):
+        pass
+    post = Postprocessor(args.trg_lang, zh_split)
+    detok = [post(h) for h in hyps]
+    _write_lines(os.path.join(args.model_dir, 'test.hyp'), detok)
+    result = {'pair': args.pair, 'decoder': args.decoder,
+              'bleu': tok['bleu'], 'multi_bleu': bleu.format_multibleu(tok),
+              'test_ref': data.test_ref,
+              'hypothesis': os.path.join(args.model_dir, 'test.hyp.tok'),
+              'beam': TEST_BEAM}
+    raw_ref = data.raw_test_ref(args.trg_lang)
+    if raw_ref:
+        with open(raw_ref, encoding='utf-8') as f:
+            raw_refs = [l.rstrip('\n') for l in f]
+        result['detok_bleu'] = bleu.detok_bleu(detok, raw_refs, args.trg_lang)
+        result['detok_ref'] = raw_ref
+    with open(os.path.join(args.model_dir, 'bleu.json'), 'w', encoding='utf-8') as f:
+        json.dump(result, f, indent=2)
+        f.write('\n')
+    print('test BLEU (tokenised): %s' % result['multi_bleu'])
+    if 'detok_bleu' in result:
+        print('test BLEU (sacreBLEU, detokenised): %.2f' % result['detok_bleu'])
+
+
+def _write_lines(path, lines):
+    with open(path, 'w', encoding='utf-8') as f:
+        f.writelines(l + '\n' for l in lines)
+
+
+def main(argv=None):
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        data = Data(args.data_dir, args.src_lang, args.trg_lang)
+        need_data = args.tiny and not os.path.exists(data.train[0])
+        if args.dry_run:
+            return dry_run(args, data, need_data)
+        if need_data:
+            make_tiny_data(args, data)
+        missing = data.missing()
+        if missing:
+            raise LaunchError('%s: no such file (prepare DATA_DIR with preprocess.py '
+                              'prepare first)' % missing[0])
+        n_words = data.dictionary_sizes() if args.tiny else [args.vocab, args.vocab]
+        os.makedirs(args.model_dir, exist_ok=True)
+        cmd = nmt_command(args, data, n_words)
+        with open(os.path.join(args.model_dir, 'command.txt'), 'w') as f:
+            f.write(_q(cmd) + '\n')
+        run(cmd)
+        final_evaluation(args, data)
+    except LaunchError as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+def dry_run(args, data, need_data):
+    if need_data:
+        raw, gen, prep = data_commands(args, data)
+        print('# make toy data (DATA_DIR has none)')
+        print(_q(gen))
+        print('# rename %s/{train,dev,test}.{src,trg} to .%s / .%s'
+              % (raw, args.src_lang, args.trg_lang))
+        print(_q(prep))
+    if args.tiny:
+        n_words = (data.dictionary_sizes() if not need_data
+                   else ['VOCAB_FROM_DATA', 'VOCAB_FROM_DATA'])
+    else:
+        n_words = [args.vocab, args.vocab]
+        missing = data.missing()
+        if missing:
+            print('note: %s does not exist yet' % missing[0], file=sys.stderr)
+    print('# train')
+    print(_q(nmt_command(args, data, n_words)))
+    print('# test: translate, undo BPE, score into %s'
+          % os.path.join(args.model_dir, 'bleu.json'))
+    print(_q(translate_command(args, data,
+                               os.path.join(args.model_dir, 'test.hyp.bpe'))))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
