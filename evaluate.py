@@ -198,7 +198,7 @@ def _fmt_p(p, n_bootstrap=None):
     if p is None:
         return '-'
     if n_bootstrap and p == 0:
-        return '<%.4f' % (1.0 / n_bootstrap) if n_bootstrap < 10000 else '<%.1e' % (1.0 / n_bootstrap)
+        return '<%.4g' % (1.0 / n_bootstrap)
     return '%.4f' % p
 
 

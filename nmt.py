@@ -455,20 +455,30 @@ def _save_model(saveto, params, history_errs, uidx, options):
     save_options(options, saveto)
 
 
-def _save_resume(saveto, tparams, opt_state, history_errs, uidx, best_p,
-                 bad_counter, bleu_history, epoch):
-    """Everything a killed run needs to continue: params, optimizer, counters."""
+def _rng_states(trng):
+    """The shared states of the dropout/sampling random streams."""
+    return [u[0] for u in trng.state_updates]
+
+
+def _save_resume(saveto, tparams, opt_state, trng, counters, best_p):
+    """Everything a killed run needs to continue exactly: parameters,
+    optimizer state, random-stream states, counters and the data position."""
     arrays = OrderedDict(('param__' + k, v.get_value()) for k, v in tparams.items())
     arrays.update(('optim__' + k, v.get_value()) for k, v in opt_state.items())
+    arrays.update(('rng__%d' % i, r.get_value()) for i, r in enumerate(_rng_states(trng)))
     if best_p is not None:
         arrays.update(('best__' + k, v) for k, v in best_p.items())
-    atomic_savez(_resume_path(saveto), history_errs=numpy.array(history_errs),
-                 uidx=uidx, bad_counter=bad_counter, epoch=epoch,
-                 bleu_history=numpy.array(bleu_history, dtype='float64'), **arrays)
+    atomic_savez(_resume_path(saveto),
+                 history_errs=numpy.array(counters['history_errs'], dtype='float64'),
+                 bleu_history=numpy.array(counters['bleu_history'], dtype='float64'),
+                 uidx=counters['uidx'], bad_counter=counters['bad_counter'],
+                 epoch=counters['epoch'], epoch_batches=counters['epoch_batches'],
+                 **arrays)
 
 
-def _load_resume(saveto, tparams, opt_state):
-    """Restore a resume checkpoint; returns its counters or None."""
+def _load_resume(saveto, tparams, opt_state, trng):
+    """Restore a resume checkpoint into the shared variables; returns its
+    counters (and best parameters), or None when there is none."""
     path = _resume_path(saveto)
     if not os.path.exists(path):
         return None
@@ -476,6 +486,7 @@ def _load_resume(saveto, tparams, opt_state):
         for k, v in tparams.items():
             if 'param__' + k not in f or f['param__' + k].shape != v.get_value().shape:
                 raise InputError('%s: does not match the model (parameter %s)' % (path, k))
+        for k, v in tparams.items():
             v.set_value(f['param__' + k])
         for k, v in opt_state.items():
             if 'optim__' + k in f:
@@ -483,11 +494,15 @@ def _load_resume(saveto, tparams, opt_state):
             else:
                 print('warning: %s has no optimizer state %s: it starts fresh'
                       % (path, k), file=sys.stderr)
+        for i, r in enumerate(_rng_states(trng)):
+            if 'rng__%d' % i in f and f['rng__%d' % i].shape == r.get_value().shape:
+                r.set_value(f['rng__%d' % i])
         best_keys = [k for k in f.files if k.startswith('best__')]
         best_p = (OrderedDict((k[len('best__'):], f[k]) for k in best_keys)
                   if best_keys else None)
         return dict(uidx=int(f['uidx']), history_errs=list(f['history_errs']),
                     bad_counter=int(f['bad_counter']), epoch=int(f['epoch']),
+                    epoch_batches=int(f['epoch_batches']),
                     bleu_history=list(f['bleu_history']), best_p=best_p)
 
 
@@ -662,52 +677,56 @@ def train(**kwargs):
                                         state=opt_state, **extra)
     print('Compiled in %.1f s' % (time.time() - t0))
 
-    best_p, bad_counter, uidx, history_errs = None, 0, 0, []
-    bleu_history, start_epoch = [], 0
+    best_p = None
+    c = dict(uidx=0, history_errs=[], bad_counter=0, bleu_history=[], epoch=0,
+             epoch_batches=0)
     if reloading:
-        extras = load_archive_extras(saveto)
-        history_errs, uidx = extras['history_errs'], extras['uidx']
-        resume = _load_resume(saveto, tparams, opt_state)
-        if resume is not None and resume['uidx'] >= uidx:
+        c.update(load_archive_extras(saveto))
+        resume = _load_resume(saveto, tparams, opt_state, trng)
+        if resume is not None and resume['uidx'] >= c['uidx']:
             print('Resuming at update %d from %s' % (resume['uidx'], _resume_path(saveto)))
-            uidx, history_errs = resume['uidx'], resume['history_errs']
-            bad_counter, best_p = resume['bad_counter'], resume['best_p']
-            bleu_history, start_epoch = resume['bleu_history'], resume['epoch']
+            best_p = resume.pop('best_p')
+            c.update(resume)
         else:
             if resume is not None:  # older than the model file: ignore it
                 zipp(params, tparams)
             print('No optimizer state: the optimizer starts fresh')
-    if uidx >= options['finish_after']:
-        print('Already trained for %d updates (finish_after %d)'
-              % (uidx, options['finish_after']))
+        # the data position: the epoch's permutation, then the batches done
+        for _ in range(c['epoch']):
+            train_it.reset()
+        for _ in range(c['epoch_batches']):
+            next(train_it)
+    history_errs, bleu_history = c['history_errs'], c['bleu_history']
 
-    def save_checkpoint(epoch):
+    def save_checkpoint():
         _save_model(saveto, best_p if best_p is not None else unzip(tparams),
-                    history_errs, uidx, model_options)
-        _save_resume(saveto, tparams, opt_state, history_errs, uidx, best_p,
-                     bad_counter, bleu_history, epoch)
+                    history_errs, c['uidx'], model_options)
+        _save_resume(saveto, tparams, opt_state, trng, c, best_p)
 
-    progress = Progress(options['finish_after'], options['max_epochs'] - start_epoch,
+    progress = Progress(options['finish_after'], options['max_epochs'] - c['epoch'],
                         getattr(train_it, 'lines_total', None))
     print('Optimization')
-    estop = uidx >= options['finish_after']
+    estop = c['uidx'] >= options['finish_after']
+    if estop:
+        print('Already trained for %d updates (finish_after %d)'
+              % (c['uidx'], options['finish_after']))
     pairs_done = 0
-    for eidx in range(start_epoch, options['max_epochs']):
-        if estop:
-            break
+    while not estop and c['epoch'] < options['max_epochs']:
+        eidx = c['epoch']
         n_samples = 0
         for x, y in train_it:
+            c['epoch_batches'] += 1
             n_samples += len(x)
             pairs_done += len(x)
-            uidx += 1
             use_noise.set_value(1.)
             x, x_mask, y, y_mask = prepare_data(x, y, maxlen=options['maxlen'],
                                                 n_words_src=model_options['n_words_src'],
                                                 n_words=model_options['n_words'])
             if x is None:
                 print('Minibatch with zero sample under length', options['maxlen'])
-                uidx -= 1
                 continue
+            c['uidx'] += 1
+            uidx = c['uidx']
             ud_start = time.time()
             cost = f_grad_shared(x, x_mask, y, y_mask)
             f_update(options['lrate'])
@@ -728,11 +747,11 @@ def train(**kwargs):
                 history_errs.append(valid_err)
                 if valid_err <= numpy.array(history_errs).min():
                     best_p = unzip(tparams)
-                    bad_counter = 0
+                    c['bad_counter'] = 0
                 if (len(history_errs) > options['patience'] and
                         valid_err >= numpy.array(history_errs)[:-options['patience']].min()):
-                    bad_counter += 1
-                    if bad_counter > options['patience']:
+                    c['bad_counter'] += 1
+                    if c['bad_counter'] > options['patience']:
                         print('Early Stop!')
                         estop = True
                 if numpy.isnan(valid_err):
@@ -761,21 +780,23 @@ def train(**kwargs):
                 _print_samples(x, y, tparams, f_init, f_next, model_options, trng,
                                worddicts_r)
 
+            if uidx >= options['finish_after']:
+                print('Finishing after %d iterations!' % uidx)
+                estop = True
             if uidx % options['saveFreq'] == 0 or estop:
                 print('Saving the model at update %d...' % uidx, end=' ')
-                save_checkpoint(eidx)
-                if not options['overwrite']:
+                save_checkpoint()
+                if not options['overwrite'] and uidx % options['saveFreq'] == 0:
                     _save_model(_with_suffix(saveto, 'iter%d' % uidx), unzip(tparams),
                                 history_errs, uidx, model_options)
                 print('Done')
                 sys.stdout.flush()
-
-            if uidx >= options['finish_after']:
-                print('Finishing after %d iterations!' % uidx)
-                estop = True
             if estop:
                 break
-        print('Seen %d samples' % n_samples)
+        else:  # the epoch ended
+            c['epoch'] += 1
+            c['epoch_batches'] = 0
+            print('Seen %d samples' % n_samples)
 
     if best_p is not None:
         zipp(best_p, tparams)
@@ -785,7 +806,7 @@ def train(**kwargs):
         valid_err = pred_probs(f_log_probs, prepare_data, model_options, valid_it,
                                verbose=False).mean()
         print('Valid %f' % valid_err)
-    _save_model(saveto, unzip(tparams), history_errs, uidx, model_options)
+    _save_model(saveto, unzip(tparams), history_errs, c['uidx'], model_options)
     return valid_err
 
 

@@ -206,7 +206,6 @@ def make_tiny_data(args, data):
 def final_evaluation(args, data):
     """Translate the test set, undo BPE, score, write bleu.json."""
     import bleu
-    sys.path.insert(0, HERE)
     from preprocess import Postprocessor, undo_bpe
     hyp_bpe = os.path.join(args.model_dir, 'test.hyp.bpe')
     run(translate_command(args, data, hyp_bpe))

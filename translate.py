@@ -79,9 +79,11 @@ def load_translation_model(model, dict_src, dict_trg):
     idict_trg = invert_dictionary(word_dict_trg)
     missing = [i for i in range(options['n_words']) if i not in idict_trg]
     if missing:
-        raise InputError('%s has no word for id %d, but the model (%s) has n_words=%d: '
-                         'model and dictionary do not match'
-                         % (dict_trg, missing[0], model, options['n_words']))
+        print('warning: %s has no word for %d of the ids below the model\'s n_words=%d '
+              '(first: %d); they are written as UNK'
+              % (dict_trg, len(missing), options['n_words'], missing[0]), file=sys.stderr)
+        for i in missing:
+            idict_trg[i] = 'UNK'
     params = load_params(model, nmt.init_params(options))
     return options, params, word_dict, idict_trg
 

@@ -1,0 +1,421 @@
+"""Speed of training and translation, on synthetic data, for every decoder.
+
+    python benchmark.py train|translate --config tiny|paper [--decoder NAME]
+        [--updates N] [--sentences N] [--original-style] [--seed S]
+
+train      builds the training graph exactly as ``nmt.train`` does (adadelta
+           fused into one Theano function, ``allow_gc=False``) and times N
+           updates on random batches (ids uniform over the vocabulary, source
+           and target lengths uniform in [maxlen//3, maxlen-1], a new batch
+           each update), after a warm-up of 2 updates.  ``--original-style``
+           builds it as the original dl4mt-tutorial did (``f_grad_shared``
+           then ``f_update``, ``allow_gc=True``): a stand-in for the original
+           code on the same machine.
+translate  compiles ``nmt.build_sampler`` for a randomly initialised model and
+           translates N random source sentences with ``nmt.gen_sample``
+           (beam 12, maxlen = 2 x source length), picking the best hypothesis
+           with the length-normalised score.  A random model almost never
+           emits eos early, so nearly every sentence runs to maxlen: the
+           figures are a worst case for the lengths used.
+
+Decoders: baseline | mean | attentive | attentive-SCORING (content,
+content_scope, sum, product, dot) | memory[-content_scope] |
+selfattn[-content_scope] | all (each in turn, in a fresh process: one JSON line
+each, then a summary line).
+
+Progress goes to stderr; the last stdout line is one JSON object with the
+figures, the options that shape the model and a description of the machine.
+"""
+import theano_env  # noqa: F401  (must come before theano)
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections import OrderedDict
+
+import numpy
+
+CONFIGS = OrderedDict([
+    ('tiny', dict(dim_word=16, dim=24, n_words_src=100, n_words=100,
+                  batch_size=16, maxlen=20, use_dropout=False,
+                  optimizer='adadelta', clip_c=1.0)),
+    ('paper', dict(dim_word=500, dim=1024, n_words_src=50000, n_words=50000,
+                   batch_size=80, maxlen=50, use_dropout=True,
+                   optimizer='adadelta', clip_c=1.0)),
+])
+DEFAULT_UPDATES = {'tiny': 50, 'paper': 5}
+DEFAULT_SENTENCES = {'tiny': 50, 'paper': 5}
+# source lengths (words, before eos) of the translate benchmark
+SOURCE_LENGTHS = {'tiny': (5, 15), 'paper': (20, 30)}
+WARMUP_UPDATES = 2
+BEAM = 12
+
+SCORINGS = ('content', 'content_scope', 'sum', 'product', 'dot')
+# what `--decoder all` runs, in this order
+ALL_DECODERS = ['baseline', 'mean', 'attentive'] + [
+    'attentive-%s' % s for s in SCORINGS if s != 'content'] + ['memory', 'selfattn']
+
+
+def decoder_options(name):
+    """Model options of a --decoder name (ValueError if unknown)."""
+    if name == 'baseline':
+        return {'decoder': 'gru_cond'}
+    if name == 'mean':
+        return {'decoder': 'gru_cond_residual', 'residual': 'mean'}
+    base, _, scoring = name.partition('-')
+    scoring = scoring or 'content'
+    if base == 'attentive' and scoring in SCORINGS:
+        return {'decoder': 'gru_cond_residual', 'residual': 'attentive',
+                'att_scoring': scoring}
+    if base in ('memory', 'selfattn') and scoring in ('content', 'content_scope'):
+        return {'decoder': 'gru_cond_' + base, 'att_scoring': scoring}
+    raise ValueError('unknown decoder %r (baseline, mean, attentive, attentive-'
+                     'SCORING with SCORING in %s, memory[-content_scope], '
+                     'selfattn[-content_scope], all)' % (name, ', '.join(SCORINGS)))
+
+
+def model_options(config, decoder):
+    import nmt
+    opts = dict(CONFIGS[config])
+    opts.update(decoder_options(decoder))
+    return nmt.fill_options(opts)
+
+
+def reported_options(options):
+    """The options that shape the model and its cost."""
+    keys = ['dim_word', 'dim', 'n_words_src', 'n_words', 'encoder', 'decoder',
+            'batch_size', 'maxlen', 'use_dropout', 'optimizer', 'clip_c',
+            'decay_c', 'alpha_c']
+    if options['decoder'] == 'gru_cond_residual':
+        keys.append('residual')
+        if options['residual'] == 'attentive':
+            keys.append('att_scoring')
+    elif options['decoder'] in ('gru_cond_memory', 'gru_cond_selfattn'):
+        keys.append('att_scoring')
+    return OrderedDict((k, options[k]) for k in keys)
+
+
+def machine_info():
+    import theano
+    cpu = platform.processor() or 'unknown'
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        load = None
+    return OrderedDict([
+        ('cpu', cpu), ('cores', os.cpu_count()),
+        ('blas', theano.config.blas__ldflags),
+        ('theano_device', theano.config.device),
+        ('floatX', theano.config.floatX),
+        ('allow_gc', bool(theano.config.allow_gc)),
+        ('python', platform.python_version()),
+        ('numpy', numpy.__version__), ('theano', theano.__version__),
+        ('loadavg_at_end', load),
+    ])
+
+
+def peak_rss_mb():
+    # ru_maxrss is in kB on Linux
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024., 1)
+
+
+def log(msg):
+    print('[benchmark] %s' % msg, file=sys.stderr)
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------
+# train
+
+def synthetic_batches(options, n_batches, seed):
+    """n_batches prepared batches of random ids (1..V-1; 0 is eos only)."""
+    import nmt
+    rng = numpy.random.RandomState(seed)
+    maxlen = options['maxlen']
+    lo, hi = maxlen // 3, maxlen - 1
+    batches = []
+    for _ in range(n_batches):
+        xs, ys = [], []
+        for _ in range(options['batch_size']):
+            xs.append(list(rng.randint(1, options['n_words_src'],
+                                       size=rng.randint(lo, hi + 1))))
+            ys.append(list(rng.randint(1, options['n_words'],
+                                       size=rng.randint(lo, hi + 1))))
+        batch = nmt.prepare_data(xs, ys, maxlen=maxlen,
+                                 n_words_src=options['n_words_src'],
+                                 n_words=options['n_words'])
+        assert batch[0] is not None and batch[0].shape[1] == options['batch_size']
+        batches.append(batch)
+    return batches
+
+
+def bench_train(config, decoder, n_updates, original_style, seed):
+    import nmt
+    import theano
+    import theano.tensor as tensor
+
+    options = model_options(config, decoder)
+    numpy.random.seed(seed)
+    batches = synthetic_batches(options, WARMUP_UPDATES + n_updates, seed)
+
+    log('%s/%s: building and compiling the training function (%s)'
+        % (config, decoder, 'original style: f_grad_shared + f_update, allow_gc=True'
+           if original_style else 'fused adadelta, allow_gc=False'))
+    t0 = time.time()
+    params = nmt.init_params(options)
+    tparams = nmt.init_tparams(params)
+    t_init = time.time() - t0
+    # as nmt.train: garbage collection of intermediate results off
+    theano.config.allow_gc = bool(original_style)
+    t1 = time.time()
+    trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = nmt.build_model(tparams, options)
+    inps = [x, x_mask, y, y_mask]
+    cost = nmt.regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask)
+    grads = nmt.clip_gradients(tensor.grad(cost, wrt=nmt.itemlist(tparams)),
+                               options['clip_c'])
+    lr = tensor.scalar(name='lr')
+    optimizer = nmt.OPTIMIZERS[options['optimizer']]
+    extra = {}
+    if options['optimizer'] == 'adadelta':
+        extra = {'fused': not original_style}
+    f_grad_shared, f_update = optimizer(lr, tparams, grads, inps, cost,
+                                        state=OrderedDict(), **extra)
+    compile_sec = time.time() - t1
+    log('compiled in %.1f s (parameter init %.1f s, not counted)' % (compile_sec, t_init))
+
+    use_noise.set_value(numpy.float32(1.))
+    lrate = options['lrate']
+    costs = []
+
+    def update(batch):
+        c = f_grad_shared(*batch)
+        f_update(lrate)
+        return float(c)
+
+    for i in range(WARMUP_UPDATES):
+        t = time.time()
+        costs.append(update(batches[i]))
+        log('warm-up update %d: %.2f s (cost %.3f)' % (i + 1, time.time() - t, costs[-1]))
+
+    words = 0
+    per_update = []
+    t_start = time.time()
+    for i in range(n_updates):
+        batch = batches[WARMUP_UPDATES + i]
+        t = time.time()
+        costs.append(update(batch))
+        per_update.append(time.time() - t)
+        words += int(batch[3].sum())
+        if n_updates <= 10 or (i + 1) % 10 == 0:
+            log('update %d/%d: %.3f s (cost %.3f)' % (i + 1, n_updates, per_update[-1],
+                                                      costs[-1]))
+    elapsed = time.time() - t_start
+    if not all(numpy.isfinite(costs)):
+        raise RuntimeError('non-finite cost during the benchmark: %r' % costs)
+
+    return OrderedDict([
+        ('mode', 'train'), ('config', config), ('decoder', decoder),
+        ('words_per_sec', round(words / elapsed, 2)),
+        ('updates_per_sec', round(n_updates / elapsed, 4)),
+        ('sec_per_update', round(elapsed / n_updates, 4)),
+        ('sec_per_update_min', round(min(per_update), 4)),
+        ('sec_per_update_max', round(max(per_update), 4)),
+        ('compile_sec', round(compile_sec, 2)),
+        ('updates', n_updates), ('warmup_updates', WARMUP_UPDATES),
+        ('target_words', words),
+        ('sentences_per_update', options['batch_size']),
+        ('peak_rss_mb', peak_rss_mb()),
+        ('original_style', bool(original_style)),
+        ('options', reported_options(options)),
+    ])
+
+
+# --------------------------------------------------------------------------
+# translate
+
+def bench_translate(config, decoder, n_sentences, seed):
+    import nmt
+    import theano
+    from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
+
+    options = model_options(config, decoder)
+    numpy.random.seed(seed)
+    tparams = nmt.init_tparams(nmt.init_params(options))
+    log('%s/%s: compiling the sampler (f_init, f_next)' % (config, decoder))
+    t0 = time.time()
+    f_init, f_next = nmt.build_sampler(tparams, options, RandomStreams(1234),
+                                       theano.shared(numpy.float32(0.)))
+    compile_sec = time.time() - t0
+    log('compiled in %.1f s' % compile_sec)
+
+    rng = numpy.random.RandomState(seed)
+    lo, hi = SOURCE_LENGTHS[config]
+    sources = [list(rng.randint(1, options['n_words_src'], size=rng.randint(lo, hi + 1)))
+               for _ in range(n_sentences)]
+
+    def translate(words):
+        ids = words + [0]
+        x = numpy.array(ids, dtype='int64').reshape([len(ids), 1])
+        maxlen = 2 * len(words)
+        samples, scores = nmt.gen_sample(tparams, f_init, f_next, x, options, k=BEAM,
+                                         maxlen=maxlen, stochastic=False)
+        best = samples[nmt.best_hypothesis(samples, scores, normalize=True)]
+        return best, maxlen
+
+    # warm-up: one short sentence (first calls allocate the buffers)
+    translate(sources[0][:lo])
+
+    out_tokens = 0
+    reached_maxlen = 0
+    per_sentence = []
+    t_start = time.time()
+    for i, words in enumerate(sources):
+        t = time.time()
+        best, maxlen = translate(words)
+        per_sentence.append(time.time() - t)
+        out_tokens += len(best)
+        ended = len(best) > 0 and best[-1] == 0
+        reached_maxlen += int(not ended and len(best) >= maxlen)
+        log('sentence %d/%d: %d source words -> %d output tokens%s in %.2f s'
+            % (i + 1, n_sentences, len(words), len(best),
+               '' if ended else ' (no eos: maxlen)', per_sentence[-1]))
+    elapsed = time.time() - t_start
+
+    return OrderedDict([
+        ('mode', 'translate'), ('config', config), ('decoder', decoder),
+        ('sentences_per_sec', round(n_sentences / elapsed, 4)),
+        ('tokens_per_sec', round(out_tokens / elapsed, 2)),
+        ('sec_per_sentence', round(elapsed / n_sentences, 4)),
+        ('compile_sec', round(compile_sec, 2)),
+        ('sentences', n_sentences), ('beam', BEAM),
+        ('source_words', sum(len(s) for s in sources)),
+        ('output_tokens', out_tokens),
+        ('sentences_reaching_maxlen', reached_maxlen),
+        ('note', 'random untrained model: it almost never emits eos, so most '
+                 'hypotheses run to maxlen = 2 x source length; normalised-score '
+                 'pick (best_hypothesis normalize=True)'),
+        ('peak_rss_mb', peak_rss_mb()),
+        ('original_style', False),
+        ('options', reported_options(options)),
+    ])
+
+
+# --------------------------------------------------------------------------
+# command line
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description='Training / translation speed on synthetic data.')
+    p.add_argument('mode', choices=['train', 'translate'])
+    p.add_argument('--config', choices=list(CONFIGS), default='tiny')
+    p.add_argument('--decoder', default='baseline',
+                   help='baseline | mean | attentive | attentive-SCORING | memory | '
+                        'selfattn | all (default: baseline)')
+    p.add_argument('--updates', type=int, default=None,
+                   help='timed updates (default: tiny %d, paper %d)'
+                        % (DEFAULT_UPDATES['tiny'], DEFAULT_UPDATES['paper']))
+    p.add_argument('--sentences', type=int, default=None,
+                   help='timed sentences (default: tiny %d, paper %d)'
+                        % (DEFAULT_SENTENCES['tiny'], DEFAULT_SENTENCES['paper']))
+    p.add_argument('--original-style', action='store_true',
+                   help='train: f_grad_shared + f_update and allow_gc=True, as '
+                        'the original dl4mt-tutorial')
+    p.add_argument('--seed', type=int, default=1234)
+    args = p.parse_args(argv)
+    if args.decoder != 'all':
+        try:
+            decoder_options(args.decoder)
+        except ValueError as e:
+            p.error(str(e))
+    if args.updates is None:
+        args.updates = DEFAULT_UPDATES[args.config]
+    if args.sentences is None:
+        args.sentences = DEFAULT_SENTENCES[args.config]
+    if args.updates < 1 or args.sentences < 1:
+        p.error('--updates and --sentences must be at least 1')
+    if args.original_style and args.mode != 'train':
+        p.error('--original-style applies to train only')
+    return args
+
+
+def run_one(args):
+    if args.mode == 'train':
+        result = bench_train(args.config, args.decoder, args.updates,
+                             args.original_style, args.seed)
+    else:
+        result = bench_translate(args.config, args.decoder, args.sentences, args.seed)
+    result['seed'] = args.seed
+    result['machine'] = machine_info()
+    return result
+
+
+def run_all(args, argv):
+    """Each decoder in a fresh process (own compile, own peak RSS)."""
+    rate_key = 'words_per_sec' if args.mode == 'train' else 'sentences_per_sec'
+    rest = []
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == '--decoder':
+            skip = True
+            continue
+        if a.startswith('--decoder='):
+            continue
+        rest.append(a)
+    results = []
+    for name in ALL_DECODERS:
+        cmd = [sys.executable, os.path.abspath(__file__)] + rest + ['--decoder', name]
+        log('running: %s' % ' '.join(cmd[1:]))
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True)
+        lines = proc.stdout.strip().splitlines()
+        try:
+            result = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            result = OrderedDict([('mode', args.mode), ('config', args.config),
+                                  ('decoder', name), ('error', 'exit %d' % proc.returncode)])
+        print(json.dumps(result))
+        sys.stdout.flush()
+        results.append(result)
+    base = next((r.get(rate_key) for r in results if r['decoder'] == 'baseline'), None)
+    summary = OrderedDict([
+        ('mode', args.mode), ('config', args.config), ('decoder', 'all'),
+        ('original_style', bool(args.original_style)),
+        ('summary', [OrderedDict([
+            ('decoder', r['decoder']), (rate_key, r.get(rate_key)),
+            ('relative_to_baseline', round(r[rate_key] / base, 4)
+             if base and r.get(rate_key) else None),
+            ('compile_sec', r.get('compile_sec')),
+            ('peak_rss_mb', r.get('peak_rss_mb')),
+            ('error', r.get('error'))]) for r in results]),
+        ('machine', machine_info()),
+    ])
+    print(json.dumps(summary))
+    return 0 if all('error' not in r for r in results) else 1
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.decoder == 'all':
+        return run_all(args, argv)
+    print(json.dumps(run_one(args)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Score sentence pairs with a model: one cost per line, in input order.
+
+    python score.py -m MODEL -s SOURCE -t TARGET -o OUTPUT [-b BATCH]
+        [-d DICT_SRC DICT_TRG]
+
+The cost of a pair is -log p(target | source) summed over the target tokens
+and the final eos, with dropout off (REFERENCE.md section 3), exactly what
+the training graph's f_log_probs returns.  The dictionaries default to those
+named in the model's options.  OUTPUT ('-' = stdout) appears only once every
+pair is scored.
+"""
+import theano_env  # noqa: F401  (must come before theano)
+
+import argparse
+import sys
+import time
+
+import numpy
+
+from model_io import InputError, atomic_write, load_dictionary
+from translate import read_lines
+
+
+def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):
+    """Id lists of every pair (no eos: prepare_data adds the padding row)."""
+    if len(src_lines) != len(trg_lines):
+        raise InputError('%s has %d lines but %s has %d: the files must be aligned'
+                         % (src_path, len(src_lines), trg_path, len(trg_lines)))
+
+    def ids(line, d, n):
+        return [i if i < n else 1 for i in (d.get(w, 1) for w in line.split())]
+    return [(ids(s, word_dicts[0], options['n_words_src']),
+             ids(t, word_dicts[1], options['n_words']))
+            for s, t in zip(src_lines, trg_lines)]
+
+
+def score_pairs(f_log_probs, pairs, batch_size, progress=True):
+    """Costs in input order; batches of similar length for speed."""
+    import nmt
+    order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
+    costs = numpy.zeros(len(pairs), dtype='float64')
+    start = time.time()
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        x, x_mask, y, y_mask = nmt.prepare_data([pairs[i][0] for i in idx],
+                                                [pairs[i][1] for i in idx])
+        costs[idx] = f_log_probs(x, x_mask, y, y_mask)
+        if progress:
+            done = min(b + batch_size, len(order))
+            rate = done / max(time.time() - start, 1e-9)
+            print('\rscored %d/%d pairs, %.1f pairs/s' % (done, len(order), rate),
+                  end='', file=sys.stderr)
+    if progress:
+        print(file=sys.stderr)
+    return costs
+
+
+def build_scorer(options, params):
+    import theano
+    import nmt
+    tparams = nmt.init_tparams(params)
+    _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(tparams, options)
+    use_noise.set_value(0.)
+    return theano.function([x, x_mask, y, y_mask], cost, name='f_log_probs')
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description='Per-sentence costs of sentence pairs.')
+    p.add_argument('-m', '--model', required=True)
+    p.add_argument('-s', '--source', required=True)
+    p.add_argument('-t', '--target', required=True)
+    p.add_argument('-o', '--output', required=True)
+    p.add_argument('-b', '--batch', type=int, default=80)
+    p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'))
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.batch < 1:
+        p.error('-b must be at least 1')
+    try:
+        import nmt
+        from model_io import load_options, load_params
+        options = nmt.fill_options(load_options(args.model))
+        dict_paths = args.dictionaries or options.get('dictionaries')
+        if not dict_paths:
+            raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG'
+                             % args.model)
+        word_dicts = [load_dictionary(d) for d in dict_paths]
+        params = load_params(args.model, nmt.init_params(options))
+        pairs = pair_ids(read_lines(args.source), read_lines(args.target),
+                         args.source, args.target, word_dicts, options)
+    except InputError as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    costs = score_pairs(build_scorer(options, params), pairs, args.batch)
+    if not numpy.all(numpy.isfinite(costs)):
+        bad = int(numpy.flatnonzero(~numpy.isfinite(costs))[0])
+        print('error: the cost of pair %d (line %d) is not finite' % (bad, bad + 1),
+              file=sys.stderr)
+        return 1
+    text = ''.join('%s\n' % repr(float(c)) for c in costs)
+    if args.output == '-':
+        sys.stdout.write(text)
+    else:
+        atomic_write(args.output, lambda f: f.write(text), 'w')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

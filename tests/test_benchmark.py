@@ -1,0 +1,72 @@
+"""benchmark.py runs end to end on the tiny config and prints its JSON line.
+
+Both commands run at once in subprocesses (the venv's python); most of the
+time is Theano's graph optimisation and, on a cold cache, C compilation.
+"""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, 'benchmark.py')
+TIMEOUT = 1200
+
+
+def _start(*args):
+    return subprocess.Popen([sys.executable, BENCH] + list(args), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+
+
+def _last_json(proc):
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err[-3000:]
+    lines = out.strip().splitlines()
+    assert lines, err[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_benchmark_tiny_train_and_translate():
+    train = _start('train', '--config', 'tiny', '--updates', '3')
+    translate = _start('translate', '--config', 'tiny', '--sentences', '2')
+    try:
+        r = _last_json(train)
+        t = _last_json(translate)
+    finally:
+        for p in (train, translate):
+            if p.poll() is None:
+                p.kill()
+
+    assert r['mode'] == 'train' and r['config'] == 'tiny' and r['decoder'] == 'baseline'
+    assert r['updates'] == 3 and r['original_style'] is False
+    for key in ('words_per_sec', 'updates_per_sec', 'sec_per_update', 'compile_sec',
+                'peak_rss_mb'):
+        assert r[key] > 0, key
+    assert r['options']['decoder'] == 'gru_cond' and r['options']['dim'] == 24
+    assert r['machine']['cores'] >= 1 and 'blas' in r['machine']
+
+    assert t['mode'] == 'translate' and t['sentences'] == 2
+    for key in ('sentences_per_sec', 'tokens_per_sec', 'compile_sec', 'peak_rss_mb'):
+        assert t[key] > 0, key
+
+
+def test_decoder_names():
+    sys.path.insert(0, ROOT)
+    import benchmark
+    assert benchmark.decoder_options('baseline') == {'decoder': 'gru_cond'}
+    assert benchmark.decoder_options('mean') == {'decoder': 'gru_cond_residual',
+                                                 'residual': 'mean'}
+    assert benchmark.decoder_options('attentive') == {
+        'decoder': 'gru_cond_residual', 'residual': 'attentive', 'att_scoring': 'content'}
+    assert benchmark.decoder_options('attentive-dot')['att_scoring'] == 'dot'
+    assert benchmark.decoder_options('memory') == {'decoder': 'gru_cond_memory',
+                                                   'att_scoring': 'content'}
+    assert benchmark.decoder_options('selfattn') == {'decoder': 'gru_cond_selfattn',
+                                                     'att_scoring': 'content'}
+    for bad in ('attentive-foo', 'memory-sum', 'lstm'):
+        try:
+            benchmark.decoder_options(bad)
+        except ValueError:
+            continue
+        raise AssertionError('%s accepted' % bad)

@@ -1,0 +1,172 @@
+"""train_es-en.sh, train_en-de.sh, train_en-zh.sh (through train_pair.py)."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPTS = {  # script: (source, target, vocabulary)
+    'train_es-en.sh': ('es', 'en', 50000),
+    'train_en-de.sh': ('en', 'de', 50000),
+    'train_en-zh.sh': ('en', 'zh', 25000),
+}
+DECODER_FLAGS = {
+    'baseline': {'decoder': 'gru_cond'},
+    'mean': {'decoder': 'gru_cond_residual', 'residual': 'mean'},
+    'attentive': {'decoder': 'gru_cond_residual', 'residual': 'attentive',
+                  'att_scoring': 'content'},
+    'memory': {'decoder': 'gru_cond_memory', 'att_scoring': 'content'},
+    'selfattn': {'decoder': 'gru_cond_selfattn', 'att_scoring': 'content'},
+}
+NO_VALUE = {'--use_dropout', '--reload', '--no_shuffle', '--overwrite'}
+MULTI = {'--datasets': 2, '--dictionaries': 2, '--valid_datasets': 2}
+
+
+def run_script(script, *args, cwd=None):
+    return subprocess.run([os.path.join(ROOT, script)] + list(args), capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def nmt_command(stdout):
+    """The nmt.py command line printed by --dry-run, parsed into a dict."""
+    lines = stdout.splitlines()
+    cmd = shlex.split(lines[lines.index('# train') + 1])
+    assert cmd[1].endswith('nmt.py')
+    flags, i = {}, 2
+    while i < len(cmd):
+        key = cmd[i]
+        assert key.startswith('--'), cmd[i:]
+        if key in NO_VALUE:
+            flags[key[2:]] = True
+            i += 1
+        else:
+            n = MULTI.get(key, 1)
+            value = cmd[i + 1:i + 1 + n]
+            assert key[2:] not in flags, 'flag given twice: %s' % key
+            flags[key[2:]] = value[0] if n == 1 else value
+            i += 1 + n
+    return flags
+
+
+@pytest.mark.parametrize('script', sorted(SCRIPTS))
+def test_dry_run_papers_settings(script, tmp_path):
+    src, trg, vocab = SCRIPTS[script]
+    data = str(tmp_path / 'data')
+    proc = run_script(script, '--dry-run', 'baseline', data, str(tmp_path / 'model'))
+    assert proc.returncode == 0, proc.stderr
+    f = nmt_command(proc.stdout)
+    assert f['dim'] == '1024' and f['dim_word'] == '500'
+    assert f['n_words'] == f['n_words_src'] == str(vocab)
+    assert f['maxlen'] == '50'
+    assert f['batch_size'] == '80' and f['valid_batch_size'] == '80'
+    assert f['optimizer'] == 'adadelta'
+    assert f['use_dropout'] is True
+    assert float(f['clip_c']) == 1.0
+    assert f['patience'] == '10'
+    assert f['validFreq'] == '5000' and f['saveFreq'] == '10000'
+    assert f['model'] == str(tmp_path / 'model' / 'model.npz')
+    assert f['datasets'] == [os.path.join(data, 'train.bpe.' + src),
+                             os.path.join(data, 'train.bpe.' + trg)]
+    assert f['dictionaries'] == [os.path.join(data, 'train.bpe.%s.pkl' % src),
+                                 os.path.join(data, 'train.bpe.%s.pkl' % trg)]
+    assert f['valid_datasets'] == [os.path.join(data, 'dev.bpe.' + src),
+                                   os.path.join(data, 'dev.bpe.' + trg)]
+    # BLEU validation on the dev set, against the tokenised pre-BPE reference
+    assert int(f['bleu_valid_freq']) > 0
+    assert f['bleu_valid_ref'] == os.path.join(data, 'dev.tok.' + trg)
+    assert f['bleu_valid_postprocess'] == "sed -r 's/(@@ )|(@@ ?$)//g'"
+    assert 'finish_after' not in f
+    # the BPE-undo command really undoes BPE
+    undo = subprocess.run(f['bleu_valid_postprocess'], shell=True, text=True,
+                          input='the Fuß@@ gän@@ ger @-@ Ampel\nend@@\n',
+                          capture_output=True).stdout
+    assert undo == 'the Fußgänger @-@ Ampel\nend\n'
+
+
+@pytest.mark.parametrize('decoder', sorted(DECODER_FLAGS))
+@pytest.mark.parametrize('script', sorted(SCRIPTS))
+def test_decoder_mapping(script, decoder, tmp_path):
+    proc = run_script(script, '--dry-run', decoder, str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    f = nmt_command(proc.stdout)
+    got = {k: f[k] for k in ('decoder', 'residual', 'att_scoring') if k in f}
+    assert got == DECODER_FLAGS[decoder]
+
+
+def test_default_model_dir_and_extra_flags(tmp_path):
+    proc = run_script('train_en-de.sh', '--dry-run', 'mean', str(tmp_path / 'd'), '--',
+                      '--reload', '--max_epochs', '3', cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    f = nmt_command(proc.stdout)
+    assert f['model'] == os.path.join('runs', 'en-de', 'mean', 'model.npz')
+    assert f['reload'] is True and f['max_epochs'] == '3'
+    # the test-set step translates with the trained model
+    assert 'translate.py -k 5 -n' in proc.stdout
+
+
+def test_tiny_dry_run(tmp_path):
+    proc = run_script('train_es-en.sh', '--dry-run', '--tiny', 'attentive',
+                      str(tmp_path / 'data'), str(tmp_path / 'model'))
+    assert proc.returncode == 0, proc.stderr
+    assert 'toy_corpus.py generate' in proc.stdout          # makes its data
+    assert 'preprocess.py prepare --src-lang es --trg-lang en' in proc.stdout
+    f = nmt_command(proc.stdout)
+    assert f['dim_word'] == '16' and f['dim'] == '24' and f['batch_size'] == '16'
+    assert f['finish_after'] == '60' and f['validFreq'] == '30'
+    assert f['saveFreq'] == '30' and int(f['bleu_valid_freq']) > 0
+    assert f['maxlen'] == '50'
+    assert not os.path.exists(tmp_path / 'data')            # dry run writes nothing
+
+
+@pytest.mark.parametrize('script', sorted(SCRIPTS))
+def test_bad_decoder(script, tmp_path):
+    proc = run_script(script, '--dry-run', 'transformer', str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stdout == ''
+    assert proc.stderr.strip() == ("error: unknown decoder 'transformer' (choose from "
+                                   "baseline, mean, attentive, memory, selfattn)")
+
+
+def test_missing_data_is_an_error(tmp_path):
+    proc = run_script('train_es-en.sh', 'baseline', str(tmp_path / 'none'),
+                      str(tmp_path / 'model'))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith('error: %s: no such file'
+                                  % os.path.join(str(tmp_path / 'none'), 'train.bpe.es'))
+    assert not os.path.exists(tmp_path / 'model')
+
+
+def _nmt_has_bleu_validation():
+    try:
+        with open(os.path.join(ROOT, 'nmt.py'), encoding='utf-8') as f:
+            return 'bleu_valid_freq' in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _nmt_has_bleu_validation(),
+                    reason='nmt.py has no --bleu_valid_freq yet')
+def test_tiny_end_to_end(tmp_path):
+    data, model = tmp_path / 'data', tmp_path / 'model'
+    proc = subprocess.run([os.path.join(ROOT, 'train_es-en.sh'), '--tiny', 'attentive',
+                           str(data), str(model)], capture_output=True, text=True,
+                          timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ('train.bpe.es', 'train.bpe.en', 'dev.tok.en', 'test.tok.en',
+                 'train.bpe.es.pkl', 'train.bpe.en.pkl'):
+        assert (data / name).exists(), name
+    assert (model / 'model.npz').exists()
+    result = json.load(open(model / 'bleu.json'))
+    assert result['pair'] == 'es-en' and result['decoder'] == 'attentive'
+    assert 0.0 <= result['bleu'] <= 100.0
+    assert len((model / 'test.hyp.tok').read_text().splitlines()) == 50
+    # the finished run feeds results_table.py
+    table = subprocess.run([sys.executable, os.path.join(ROOT, 'results_table.py'),
+                            str(model)], capture_output=True, text=True)
+    assert table.returncode == 0, table.stderr
+    assert '| Self-attentive residual connections |' in table.stdout
