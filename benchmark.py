@@ -174,13 +174,14 @@ def bench_train(config, decoder, n_updates, original_style, seed):
     log('%s/%s: building and compiling the training function (%s)'
         % (config, decoder, 'original style: f_grad_shared + f_update, allow_gc=True'
            if original_style else 'fused adadelta, allow_gc=False'))
+    load_start = os.getloadavg()[0]
     t0 = time.time()
     params = nmt.init_params(options)
     tparams = nmt.init_tparams(params)
     t_init = time.time() - t0
     # as nmt.train: garbage collection of intermediate results off
     theano.config.allow_gc = bool(original_style)
-    t1 = time.time()
+    t1, c1 = time.time(), time.process_time()
     trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = nmt.build_model(tparams, options)
     inps = [x, x_mask, y, y_mask]
     cost = nmt.regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask)
@@ -194,6 +195,7 @@ def bench_train(config, decoder, n_updates, original_style, seed):
     f_grad_shared, f_update = optimizer(lr, tparams, grads, inps, cost,
                                         state=OrderedDict(), **extra)
     compile_sec = time.time() - t1
+    compile_cpu = time.process_time() - c1
     log('compiled in %.1f s (parameter init %.1f s, not counted)' % (compile_sec, t_init))
 
     use_noise.set_value(numpy.float32(1.))
@@ -212,17 +214,18 @@ def bench_train(config, decoder, n_updates, original_style, seed):
 
     words = 0
     per_update = []
-    t_start = time.time()
+    t_start, c_start = time.time(), time.process_time()
     for i in range(n_updates):
         batch = batches[WARMUP_UPDATES + i]
-        t = time.time()
+        t, c = time.time(), time.process_time()
         costs.append(update(batch))
         per_update.append(time.time() - t)
         words += int(batch[3].sum())
         if n_updates <= 10 or (i + 1) % 10 == 0:
-            log('update %d/%d: %.3f s (cost %.3f)' % (i + 1, n_updates, per_update[-1],
-                                                      costs[-1]))
+            log('update %d/%d: %.3f s, %.3f s CPU (cost %.3f)'
+                % (i + 1, n_updates, per_update[-1], time.process_time() - c, costs[-1]))
     elapsed = time.time() - t_start
+    cpu = time.process_time() - c_start
     if not all(numpy.isfinite(costs)):
         raise RuntimeError('non-finite cost during the benchmark: %r' % costs)
 
@@ -233,10 +236,17 @@ def bench_train(config, decoder, n_updates, original_style, seed):
         ('sec_per_update', round(elapsed / n_updates, 4)),
         ('sec_per_update_min', round(min(per_update), 4)),
         ('sec_per_update_max', round(max(per_update), 4)),
+        # CPU time of this process (all its threads): less sensitive than the
+        # wall clock to other work on a shared machine
+        ('cpu_sec_per_update', round(cpu / n_updates, 4)),
+        ('cpu_words_per_sec', round(words / cpu, 2)),
+        ('cpu_share', round(cpu / elapsed, 3)),
         ('compile_sec', round(compile_sec, 2)),
+        ('compile_cpu_sec', round(compile_cpu, 2)),
         ('updates', n_updates), ('warmup_updates', WARMUP_UPDATES),
         ('target_words', words),
         ('sentences_per_update', options['batch_size']),
+        ('loadavg_1min_at_start', round(load_start, 2)),
         ('peak_rss_mb', peak_rss_mb()),
         ('original_style', bool(original_style)),
         ('options', reported_options(options)),
@@ -281,7 +291,8 @@ def bench_translate(config, decoder, n_sentences, seed):
     out_tokens = 0
     reached_maxlen = 0
     per_sentence = []
-    t_start = time.time()
+    load_start = os.getloadavg()[0]
+    t_start, c_start = time.time(), time.process_time()
     for i, words in enumerate(sources):
         t = time.time()
         best, maxlen = translate(words)
@@ -293,12 +304,16 @@ def bench_translate(config, decoder, n_sentences, seed):
             % (i + 1, n_sentences, len(words), len(best),
                '' if ended else ' (no eos: maxlen)', per_sentence[-1]))
     elapsed = time.time() - t_start
+    cpu = time.process_time() - c_start
 
     return OrderedDict([
         ('mode', 'translate'), ('config', config), ('decoder', decoder),
         ('sentences_per_sec', round(n_sentences / elapsed, 4)),
         ('tokens_per_sec', round(out_tokens / elapsed, 2)),
         ('sec_per_sentence', round(elapsed / n_sentences, 4)),
+        ('cpu_sec_per_sentence', round(cpu / n_sentences, 4)),
+        ('cpu_share', round(cpu / elapsed, 3)),
+        ('loadavg_1min_at_start', round(load_start, 2)),
         ('compile_sec', round(compile_sec, 2)),
         ('sentences', n_sentences), ('beam', BEAM),
         ('source_words', sum(len(s) for s in sources)),

@@ -28,6 +28,9 @@ import numpy_reference as ref  # noqa: E402
 TINY = dict(dim_word=6, dim=5, n_words_src=13, n_words=11,
             decay_c=0.01, alpha_c=0.5, use_dropout=False)
 
+# parameters that only the decoder variants have
+VARIANT_PREFIXES = ('cond_att_', 'mem_att_', 'self_att_', 'ff_logit_self_')
+
 # every decoder configuration the project defines
 CONFIGS = OrderedDict([
     ('baseline', dict(decoder='gru_cond')),
@@ -79,10 +82,13 @@ class Model(object):
         # Perturb the project's initial values so that every term of the
         # model matters (the 0.01*randn readout and U_att would otherwise make
         # the attentions almost uniform and the variants almost invisible).
+        # The variant-specific parameters get a larger perturbation so that
+        # the target-side attentions are far from uniform.
         rng = np.random.RandomState(4321)
-        self.params = OrderedDict(
-            (k, (v + 0.4 * rng.standard_normal(v.shape)).astype('float32'))
-            for k, v in self.init.items())
+        self.params = OrderedDict()
+        for k, v in self.init.items():
+            scale = 1.0 if k.startswith(VARIANT_PREFIXES) else 0.4
+            self.params[k] = (v + scale * rng.standard_normal(v.shape)).astype('float32')
         self.tparams = nmt.init_tparams(self.params)
         self._graph = None
         self._fns = {}

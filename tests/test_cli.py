@@ -1,0 +1,178 @@
+"""The command lines end to end on tiny data: train, resume, translate, score,
+and their errors on bad input.  One tiny model is trained once per module."""
+import os
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+SRC = ['a b c', 'b c d e', 'c a', 'd d a b', 'e a c b d', 'a e']
+TRG = ['x y', 'y z w', 'z x v', 'w w', 'v x y z', 'x v w']
+
+
+def run(args, cwd, check=True):
+    proc = subprocess.run([PY] + args, cwd=cwd, capture_output=True, text=True,
+                          timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
+    return proc
+
+
+def write(path, lines):
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(''.join(line + '\n' for line in lines))
+
+
+TRAIN_FLAGS = ['--datasets', 'train.src', 'train.trg',
+               '--dictionaries', 'train.src.pkl', 'train.trg.json',
+               '--dim_word', '4', '--dim', '5', '--n_words_src', '7', '--n_words', '7',
+               '--batch_size', '2', '--optimizer', 'adadelta', '--clip_c', '1',
+               '--dispFreq', '1', '--sampleFreq', '1000', '--use_dropout', '--overwrite',
+               '--no_shuffle', '--maxlen', '20']
+
+
+@pytest.fixture(scope='module')
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp('cli')
+    write(d / 'train.src', SRC * 3)
+    write(d / 'train.trg', TRG * 3)
+    write(d / 'valid.src', SRC[:3])
+    write(d / 'valid.trg', TRG[:3])
+    run([os.path.join(ROOT, 'build_dictionary.py'), 'train.src', 'train.trg'], cwd=d)
+    # the reference run: 6 updates with validation every 3, saved every 2
+    run([os.path.join(ROOT, 'nmt.py'), '--model', 'full.npz', '--finish_after', '6',
+         '--saveFreq', '2', '--validFreq', '3', '--valid_datasets', 'valid.src',
+         'valid.trg'] + TRAIN_FLAGS, cwd=d)
+    return d
+
+
+def test_training_writes_model_options_and_history(workdir):
+    with numpy.load(workdir / 'full.npz') as f:
+        assert int(f['uidx']) == 6
+        assert len(f['history_errs']) == 2
+        assert f['Wemb'].shape == (7, 4)
+    sys.path.insert(0, ROOT)
+    from model_io import load_options
+    opts = load_options(str(workdir / 'full.npz'))
+    assert opts['dim'] == 5 and opts['decoder'] == 'gru_cond' and opts['use_dropout']
+    assert os.path.exists(workdir / 'full.npz.json')
+
+
+def test_resume_continues_exactly(workdir):
+    """4 updates, then --reload to 6 == 6 updates without a stop (dropout on)."""
+    run([os.path.join(ROOT, 'nmt.py'), '--model', 'part.npz', '--finish_after', '4',
+         '--saveFreq', '2', '--validFreq', '3', '--valid_datasets', 'valid.src',
+         'valid.trg'] + TRAIN_FLAGS, cwd=workdir)
+    proc = run([os.path.join(ROOT, 'nmt.py'), '--model', 'part.npz', '--finish_after', '6',
+                '--saveFreq', '2', '--validFreq', '3', '--valid_datasets', 'valid.src',
+                'valid.trg', '--reload'] + TRAIN_FLAGS, cwd=workdir)
+    assert 'Resuming at update 4' in proc.stdout
+    with numpy.load(workdir / 'full.npz') as a, numpy.load(workdir / 'part.npz') as b:
+        assert int(b['uidx']) == 6
+        for k in a.files:
+            numpy.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_translate_processes_agree_and_score_matches(workdir):
+    run([os.path.join(ROOT, 'translate.py'), '-k', '3', '-n', '-p', '1', 'full.npz',
+         'train.src.pkl', 'train.trg.pkl', 'valid.src', 'out1.txt'], cwd=workdir)
+    run([os.path.join(ROOT, 'translate.py'), '-k', '3', '-n', '-p', '2', 'full.npz',
+         'train.src.pkl', 'train.trg.pkl', 'valid.src', 'out2.txt'], cwd=workdir)
+    out1 = (workdir / 'out1.txt').read_text().split('\n')
+    assert out1 == (workdir / 'out2.txt').read_text().split('\n')
+    assert len(out1) == 4 and out1[-1] == ''
+    vocab = set('x y z w v UNK'.split())
+    assert all(set(line.split()) <= vocab for line in out1)
+
+    run([os.path.join(ROOT, 'score.py'), '-m', 'full.npz', '-s', 'valid.src', '-t',
+         'valid.trg', '-o', 'costs.txt', '-b', '2'], cwd=workdir)
+    costs = [float(c) for c in (workdir / 'costs.txt').read_text().split()]
+    assert len(costs) == 3 and all(c > 0 for c in costs)
+    # the mean of these is the final validation cost that training printed
+    with numpy.load(workdir / 'full.npz') as f:
+        assert numpy.isclose(numpy.mean(costs), min(f['history_errs']), rtol=1e-5)
+
+
+def test_translate_stdin_stdout(workdir):
+    proc = subprocess.run([PY, os.path.join(ROOT, 'translate.py'), '-k', '2', '-p', '1',
+                           'full.npz', 'train.src.pkl', 'train.trg.pkl', '-', '-'],
+                          cwd=workdir, input='a b\nc\n', capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.split('\n')) == 3
+
+
+@pytest.mark.parametrize('case', ['missing', 'empty', 'not_utf8'])
+def test_translate_bad_source(workdir, case):
+    src = workdir / ('bad_%s.src' % case)
+    if case == 'empty':
+        src.write_text('')
+    elif case == 'not_utf8':
+        src.write_bytes(b'a b\n\xff\xfe c\n')
+    out = workdir / ('bad_%s.out' % case)
+    proc = run([os.path.join(ROOT, 'translate.py'), '-p', '1', 'full.npz',
+                'train.src.pkl', 'train.trg.pkl', str(src), str(out)],
+               cwd=workdir, check=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().split('\n')
+    assert lines[-1].startswith('error: ') and src.name in lines[-1]
+    if case == 'not_utf8':
+        assert 'line 2' in lines[-1]
+    assert not out.exists()
+
+
+def test_score_line_count_mismatch(workdir):
+    proc = run([os.path.join(ROOT, 'score.py'), '-m', 'full.npz', '-s', 'valid.src',
+                '-t', 'train.trg', '-o', 'never.txt'], cwd=workdir, check=False)
+    assert proc.returncode == 1
+    assert 'valid.src' in proc.stderr and 'train.trg' in proc.stderr
+    assert not (workdir / 'never.txt').exists()
+
+
+def test_train_line_count_mismatch_and_unknown_option(workdir):
+    proc = run([os.path.join(ROOT, 'nmt.py'), '--model', 'x.npz', '--datasets',
+                'valid.src', 'train.trg', '--dictionaries', 'train.src.pkl',
+                'train.trg.pkl'], cwd=workdir, check=False)
+    assert proc.returncode == 1 and 'error:' in proc.stderr and 'valid.src' in proc.stderr
+    proc = run([os.path.join(ROOT, 'nmt.py'), '--model', 'x.npz', '--datasets',
+                'train.src', 'train.trg', '--dictionaries', 'train.src.pkl',
+                'train.trg.pkl', '--no_such_option', '3'], cwd=workdir, check=False)
+    assert proc.returncode == 2 and 'no_such_option' in proc.stderr
+    assert not (workdir / 'x.npz').exists()
+
+
+def test_model_that_does_not_match_its_options(workdir):
+    """A model file whose options say another size is refused by name."""
+    import shutil
+    shutil.copy(workdir / 'full.npz', workdir / 'wrong.npz')
+    sys.path.insert(0, ROOT)
+    from model_io import load_options, save_options
+    opts = load_options(str(workdir / 'full.npz'))
+    opts['dim_word'] = 6
+    save_options(opts, str(workdir / 'wrong.npz'))
+    proc = run([os.path.join(ROOT, 'translate.py'), '-p', '1', 'wrong.npz',
+                'train.src.pkl', 'train.trg.pkl', 'valid.src', 'w.out'],
+               cwd=workdir, check=False)
+    assert proc.returncode == 1
+    assert 'wrong.npz' in proc.stderr and 'Wemb' in proc.stderr
+    assert not (workdir / 'w.out').exists()
+
+
+def test_nan_cost_stops_with_error_and_keeps_checkpoint(workdir):
+    import shutil
+    for suffix in ('', '.pkl', '.json'):
+        shutil.copy(str(workdir / 'full.npz') + suffix, str(workdir / 'nan.npz') + suffix)
+    with numpy.load(workdir / 'nan.npz') as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays['ff_logit_b'] = numpy.full_like(arrays['ff_logit_b'], numpy.nan)
+    numpy.savez(workdir / 'nan.npz', **arrays)
+    before = (workdir / 'nan.npz').read_bytes()
+    proc = run([os.path.join(ROOT, 'nmt.py'), '--model', 'nan.npz', '--finish_after',
+                '9', '--saveFreq', '100', '--reload'] + TRAIN_FLAGS,
+               cwd=workdir, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().split('\n')[-1].startswith('error: NaN')
+    assert (workdir / 'nan.npz').read_bytes() == before
