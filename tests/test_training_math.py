@@ -1,12 +1,10 @@
 """Training maths: regularisers, gradient clipping, Adadelta, and the Theano
 gradients against central finite differences of the float64 NumPy cost."""
-import os
-
 import numpy as np
 import pytest
 
 import numpy_reference as ref
-from conftest import VARIANT_PREFIXES, make_batch
+from conftest import FULL, VARIANT_PREFIXES, make_batch
 
 BATCH = dict(seed=5, src_lens=(5, 2, 3), trg_lens=(3, 6, 1))
 
@@ -14,7 +12,7 @@ BATCH = dict(seed=5, src_lens=(5, 2, 3), trg_lens=(3, 6, 1))
 # NMT_TESTS_FULL=1 adds the remaining ones
 GRAD_CONFIGS = ['baseline', 'residual_mean', 'residual_att_scope', 'memory_scope',
                 'selfattn_scope']
-if os.environ.get('NMT_TESTS_FULL'):
+if FULL:
     GRAD_CONFIGS += ['residual_att_content', 'residual_att_sum', 'residual_att_product',
                      'residual_att_dot', 'memory_content', 'selfattn_content']
 
