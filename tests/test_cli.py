@@ -79,7 +79,8 @@ def test_resume_continues_exactly(workdir):
 
 def test_translate_processes_agree_and_score_matches(workdir):
     run([os.path.join(ROOT, 'translate.py'), '-k', '3', '-n', '-p', '1', 'full.npz',
-         'train.src.pkl', 'train.trg.pkl', 'valid.src', 'out1.txt'], cwd=workdir)
+         'train.src.pkl', 'train.trg.pkl', 'valid.src', 'out1.txt',
+         '--alignments', 'al.jsonl'], cwd=workdir)
     run([os.path.join(ROOT, 'translate.py'), '-k', '3', '-n', '-p', '2', 'full.npz',
          'train.src.pkl', 'train.trg.pkl', 'valid.src', 'out2.txt'], cwd=workdir)
     out1 = (workdir / 'out1.txt').read_text().split('\n')
@@ -87,6 +88,22 @@ def test_translate_processes_agree_and_score_matches(workdir):
     assert len(out1) == 4 and out1[-1] == ''
     vocab = set('x y z w v UNK'.split())
     assert all(set(line.split()) <= vocab for line in out1)
+
+    # one attention row per output token (eos included) over source words + eos
+    import json
+    records = [json.loads(line) for line in (workdir / 'al.jsonl').read_text().split('\n')
+               if line]
+    assert [r['id'] for r in records] == [0, 1, 2]
+    for r, src, out in zip(records, SRC[:3], out1):
+        att = numpy.array(r['source_attention'])
+        n_out = len(out.split())
+        # + 1 for eos, unless the hypothesis was cut at maxlen (200) unfinished
+        assert att.shape in ((n_out + 1, len(src.split()) + 1),
+                             (200, len(src.split()) + 1))
+        numpy.testing.assert_allclose(att.sum(1), 1, rtol=1e-5)
+    run([os.path.join(ROOT, 'plot_attention.py'), 'al.jsonl', 'valid.src', 'out1.txt',
+         '-i', '1', '-o', 'att.png'], cwd=workdir)
+    assert (workdir / 'att.png').read_bytes()[:4] == b'\x89PNG'
 
     run([os.path.join(ROOT, 'score.py'), '-m', 'full.npz', '-s', 'valid.src', '-t',
          'valid.trg', '-o', 'costs.txt', '-b', '2'], cwd=workdir)
