@@ -25,6 +25,11 @@ each, then a summary line).
 
 Progress goes to stderr; the last stdout line is one JSON object with the
 figures, the options that shape the model and a description of the machine.
+Besides wall-clock rates it reports the process's CPU time (``cpu_*``,
+``cpu_share``), steadier than the wall clock on a machine shared with other
+work.  ``allow_gc`` is set before Theano is imported (a later
+``theano.config.allow_gc = ...`` does not reach the default linker);
+``allow_gc_effective`` is what the compiled training function does.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
@@ -120,7 +125,7 @@ def machine_info():
         ('blas', theano.config.blas__ldflags),
         ('theano_device', theano.config.device),
         ('floatX', theano.config.floatX),
-        ('allow_gc', bool(theano.config.allow_gc)),
+        ('allow_gc_flag', bool(theano.config.allow_gc)),
         ('python', platform.python_version()),
         ('numpy', numpy.__version__), ('theano', theano.__version__),
         ('loadavg_at_end', load),
@@ -179,7 +184,9 @@ def bench_train(config, decoder, n_updates, original_style, seed):
     params = nmt.init_params(options)
     tparams = nmt.init_tparams(params)
     t_init = time.time() - t0
-    # as nmt.train: garbage collection of intermediate results off
+    # nmt.train sets theano.config.allow_gc = False here, but the default
+    # linker read the flag when Theano was imported, so that has no effect;
+    # main() sets the flag before the import (see configure_gc).
     theano.config.allow_gc = bool(original_style)
     t1, c1 = time.time(), time.process_time()
     trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = nmt.build_model(tparams, options)
@@ -249,6 +256,8 @@ def bench_train(config, decoder, n_updates, original_style, seed):
         ('loadavg_1min_at_start', round(load_start, 2)),
         ('peak_rss_mb', peak_rss_mb()),
         ('original_style', bool(original_style)),
+        # what the compiled training function really does
+        ('allow_gc_effective', bool(getattr(f_grad_shared.fn, 'allow_gc', True))),
         ('options', reported_options(options)),
     ])
 
@@ -366,7 +375,16 @@ def parse_args(argv):
     return args
 
 
+def configure_gc(args):
+    """Set allow_gc before Theano is imported: the default linker reads the
+    flag once, at import, so ``theano.config.allow_gc = ...`` later (as
+    nmt.train does) changes nothing.  A value in THEANO_FLAGS wins."""
+    if args.mode == 'train' and 'theano' not in sys.modules:
+        theano_env.configure(allow_gc=bool(args.original_style))
+
+
 def run_one(args):
+    configure_gc(args)
     if args.mode == 'train':
         result = bench_train(args.config, args.decoder, args.updates,
                              args.original_style, args.seed)

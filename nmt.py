@@ -10,14 +10,20 @@ file formats in ``model_io.py``.
     python nmt.py --model model.npz --datasets SRC TRG --dictionaries DSRC DTRG \
         [--valid_datasets SRC TRG] [--OPTION VALUE ...]
 """
+import sys
+
 import theano_env  # noqa: F401  (must come before theano)
+if __name__ == '__main__':
+    # Training keeps intermediate results between calls: 4-9% faster steps at
+    # the papers' size, about twice the memory (THEANO_FLAGS=allow_gc=True
+    # overrides).  Theano's linker reads this once, at import.
+    theano_env.configure(allow_gc=False)
 
 import argparse
 import copy
 import os
 import shlex
 import subprocess
-import sys
 import time
 from collections import OrderedDict
 
@@ -660,7 +666,6 @@ def train(**kwargs):
         print('Reloading model parameters')
         params = load_params(saveto, params)
     tparams = init_tparams(params)
-    theano.config.allow_gc = False  # 6-9% faster training steps
     trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = build_model(tparams, model_options)
     inps = [x, x_mask, y, y_mask]
     f_init, f_next = build_sampler(tparams, model_options, trng, use_noise)
