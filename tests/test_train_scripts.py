@@ -148,25 +148,32 @@ def _nmt_has_bleu_validation():
         return False
 
 
+TINY_RUNS = [('es-en', 'es', 'en', 'attentive', 'Self-attentive residual connections'),
+             ('en-de', 'en', 'de', 'baseline', 'NMT baseline'),
+             ('en-zh', 'en', 'zh', 'mean', 'Mean residual connections')]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not _nmt_has_bleu_validation(),
                     reason='nmt.py has no --bleu_valid_freq yet')
-def test_tiny_end_to_end(tmp_path):
+@pytest.mark.parametrize('pair,src,trg,decoder,label', TINY_RUNS)
+def test_tiny_end_to_end(tmp_path, pair, src, trg, decoder, label):
     data, model = tmp_path / 'data', tmp_path / 'model'
-    proc = subprocess.run([os.path.join(ROOT, 'train_es-en.sh'), '--tiny', 'attentive',
+    proc = subprocess.run([os.path.join(ROOT, 'train_%s.sh' % pair), '--tiny', decoder,
                            str(data), str(model)], capture_output=True, text=True,
                           timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for name in ('train.bpe.es', 'train.bpe.en', 'dev.tok.en', 'test.tok.en',
-                 'train.bpe.es.pkl', 'train.bpe.en.pkl'):
+    for name in ('train.bpe.%s' % src, 'train.bpe.%s' % trg, 'dev.tok.%s' % trg,
+                 'test.tok.%s' % trg, 'train.bpe.%s.pkl' % src, 'train.bpe.%s.pkl' % trg):
         assert (data / name).exists(), name
     assert (model / 'model.npz').exists()
+    assert 'BLEU' in proc.stdout  # BLEU validation ran during training
     result = json.load(open(model / 'bleu.json'))
-    assert result['pair'] == 'es-en' and result['decoder'] == 'attentive'
+    assert result['pair'] == pair and result['decoder'] == decoder
     assert 0.0 <= result['bleu'] <= 100.0
     assert len((model / 'test.hyp.tok').read_text().splitlines()) == 50
     # the finished run feeds results_table.py
     table = subprocess.run([sys.executable, os.path.join(ROOT, 'results_table.py'),
                             str(model)], capture_output=True, text=True)
     assert table.returncode == 0, table.stderr
-    assert '| Self-attentive residual connections |' in table.stdout
+    assert '| %s |' % label in table.stdout
