@@ -113,7 +113,7 @@ def train_command(args, name, extra, data_dir, model_path, n_src, n_trg):
              '--maxlen', '30', '--batch_size', str(args.batch_size),
              '--valid_batch_size', '64',
              '--optimizer', args.optimizer, '--lrate', str(args.lrate),
-             '--clip_c', '1',
+             '--clip_c', str(args.clip_c),
              '--validFreq', str(args.save_every), '--saveFreq', str(args.save_every),
              '--sampleFreq', '100000000', '--dispFreq', str(args.disp_every),
              '--finish_after', str(args.max_updates), '--seed', str(args.seed),
@@ -251,7 +251,7 @@ def score(data_dir, hyp_path):
     hyp = read_lines(hyp_path)
     if len(hyp) != len(ref):
         raise DemoError('%s has %d lines, the reference %d' % (hyp_path, len(hyp), len(ref)))
-    bleu = sacrebleu.corpus_bleu(hyp, [ref], tokenize='none')
+    bleu = sacrebleu.corpus_bleu(hyp, [ref], tokenize='none', force=True)
     agr = toy_corpus.agreement_stats(src, hyp)
     exact = sum(h.split() == r.split() for h, r in zip(hyp, ref)) / len(ref)
     return {'bleu': round(bleu.score, 2), 'bleu_signature': str(bleu.format(signature=True)),
@@ -322,9 +322,11 @@ def parse_args(argv):
     g.add_argument('--test', type=int, default=300, help='test pairs')
     g.add_argument('--data_seed', type=int, default=1)
     g.add_argument('--seed', type=int, default=1234, help='training seed (both models)')
-    g.add_argument('--dim_word', type=int, default=32)
-    g.add_argument('--dim', type=int, default=48)
-    g.add_argument('--batch_size', type=int, default=32)
+    g.add_argument('--dim_word', type=int, default=64)
+    g.add_argument('--dim', type=int, default=64)
+    g.add_argument('--batch_size', type=int, default=64)
+    g.add_argument('--clip_c', type=float, default=-1.0,
+                   help='gradient norm clipping (<= 0: none)')
     g.add_argument('--optimizer', default='adadelta')
     g.add_argument('--lrate', type=float, default=0.01,
                    help='learning rate (unused by adadelta)')
@@ -395,7 +397,7 @@ def run(args):
     results = {
         'settings': {k: getattr(args, k) for k in (
             'minutes', 'train', 'dev', 'test', 'data_seed', 'seed', 'dim_word', 'dim',
-            'batch_size', 'optimizer', 'save_every', 'beam')},
+            'batch_size', 'optimizer', 'clip_c', 'save_every', 'beam')},
         'bleu_tokenize': 'none',
         'reference_agreement': ref_agr,
         'models': rows,
