@@ -186,8 +186,9 @@ def main(argv=None):
     try:
         options, params, word_dict, idict_trg = load_translation_model(
             args.model, args.dictionary, args.dictionary_target)
+        source_lines = read_lines(args.source)
         sources = [words_to_ids(line.split(), word_dict, options['n_words_src'])
-                   for line in read_lines(args.source)]
+                   for line in source_lines]
     except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
@@ -197,9 +198,12 @@ def main(argv=None):
             options, params, sources, args.k, args.n, args.p, args.maxlen):
         out_lines.append(ids_to_words(sample, idict_trg))
         if args.alignments:
-            align_lines.append(json.dumps({'id': idx, 'score': score,
-                                           'source_attention': align,
-                                           'previous_attention': prev}))
+            align_lines.append(json.dumps({
+                'id': idx, 'score': score,
+                'source': source_lines[idx].split() + ['<eos>'],
+                'target': [idict_trg[w] for w in sample],
+                'source_attention': align, 'previous_attention': prev},
+                ensure_ascii=False))
         done = idx + 1
         if done % 10 == 0 or done == len(sources):
             rate = done / max(time.time() - start, 1e-9)

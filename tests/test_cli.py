@@ -101,6 +101,8 @@ def test_translate_processes_agree_and_score_matches(workdir):
         assert att.shape in ((n_out + 1, len(src.split()) + 1),
                              (200, len(src.split()) + 1))
         numpy.testing.assert_allclose(att.sum(1), 1, rtol=1e-5)
+        assert r['source'] == src.split() + ['<eos>']
+        assert r['target'][:n_out] == out.split() and len(r['target']) == len(att)
     run([os.path.join(ROOT, 'plot_attention.py'), 'al.jsonl', 'valid.src', 'out1.txt',
          '-i', '1', '-o', 'att.png'], cwd=workdir)
     assert (workdir / 'att.png').read_bytes()[:4] == b'\x89PNG'
