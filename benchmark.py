@@ -60,28 +60,17 @@ SOURCE_LENGTHS = {'tiny': (5, 15), 'paper': (20, 30)}
 WARMUP_UPDATES = 2
 BEAM = 12
 
-SCORINGS = ('content', 'content_scope', 'sum', 'product', 'dot')
-# what `--decoder all` runs, in this order
-ALL_DECODERS = ['baseline', 'mean', 'attentive'] + [
-    'attentive-%s' % s for s in SCORINGS if s != 'content'] + ['memory', 'selfattn']
-
-
 def decoder_options(name):
-    """Model options of a --decoder name (ValueError if unknown)."""
-    if name == 'baseline':
-        return {'decoder': 'gru_cond'}
-    if name == 'mean':
-        return {'decoder': 'gru_cond_residual', 'residual': 'mean'}
-    base, _, scoring = name.partition('-')
-    scoring = scoring or 'content'
-    if base == 'attentive' and scoring in SCORINGS:
-        return {'decoder': 'gru_cond_residual', 'residual': 'attentive',
-                'att_scoring': scoring}
-    if base in ('memory', 'selfattn') and scoring in ('content', 'content_scope'):
-        return {'decoder': 'gru_cond_' + base, 'att_scoring': scoring}
-    raise ValueError('unknown decoder %r (baseline, mean, attentive, attentive-'
-                     'SCORING with SCORING in %s, memory[-content_scope], '
-                     'selfattn[-content_scope], all)' % (name, ', '.join(SCORINGS)))
+    """Model options of a --decoder name, from the decoder registry
+    (ValueError if unknown)."""
+    import layers
+    return layers.variant_options(name)
+
+
+def all_decoders():
+    """What `--decoder all` runs: every variant of the registry, in order."""
+    import layers
+    return list(layers.VARIANTS)
 
 
 def model_options(config, decoder):
@@ -93,14 +82,13 @@ def model_options(config, decoder):
 
 def reported_options(options):
     """The options that shape the model and its cost."""
+    import layers
     keys = ['dim_word', 'dim', 'n_words_src', 'n_words', 'encoder', 'decoder',
             'batch_size', 'maxlen', 'use_dropout', 'optimizer', 'clip_c',
             'decay_c', 'alpha_c']
-    if options['decoder'] == 'gru_cond_residual':
-        keys.append('residual')
-        if options['residual'] == 'attentive':
-            keys.append('att_scoring')
-    elif options['decoder'] in ('gru_cond_memory', 'gru_cond_selfattn'):
+    variant, scoring = layers.variant_of(options)
+    keys += [k for k in variant.options if k not in keys]
+    if scoring is not None:
         keys.append('att_scoring')
     return OrderedDict((k, options[k]) for k in keys)
 
@@ -411,7 +399,7 @@ def run_all(args, argv):
             continue
         rest.append(a)
     results = []
-    for name in ALL_DECODERS:
+    for name in all_decoders():
         cmd = [sys.executable, os.path.abspath(__file__)] + rest + ['--decoder', name]
         log('running: %s' % ' '.join(cmd[1:]))
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True)

@@ -36,7 +36,10 @@ import zlib
 
 import numpy
 
-from model_io import InputError, load_dictionary
+from model_io import load_dictionary
+from text_io import (InputError, check_readable, one_line as _one_line,
+                     open_binary as _open_binary)
+from vocab import words_to_ids
 
 _CHUNK = 1 << 20
 
@@ -82,12 +85,6 @@ def prepare_data(seqs_x, seqs_y, maxlen=None, n_words_src=30000,
     return x, x_mask, y, y_mask
 
 
-def _open_binary(path):
-    if path.endswith('.gz'):
-        return gzip.open(path, 'rb')
-    return open(path, 'rb')
-
-
 def _scan_lines(path, want_offsets, name=None):
     """Number of lines of ``path`` (a last line without ``\\n`` counts) and,
     if asked, the byte offset where each line starts (int64 array).
@@ -120,10 +117,6 @@ def _scan_lines(path, want_offsets, name=None):
     return n_lines, offsets
 
 
-def _one_line(e):
-    return ' '.join(str(e).split()) or type(e).__name__
-
-
 class _LineFile(object):
     """One side of the corpus: sequential reading, or random access by line
     number through byte offsets (gzip input is then decompressed once to a
@@ -134,10 +127,7 @@ class _LineFile(object):
         self.offsets = None
         self._f = None
         self._tmp = None
-        if not os.path.exists(path):
-            raise InputError('%s: no such file' % path)
-        if os.path.isdir(path):
-            raise InputError('%s: is a directory, not a file' % path)
+        check_readable(path)
         if not random_access:
             self.n_lines, _ = _scan_lines(path, False)
             return
@@ -252,6 +242,8 @@ class TextIterator(object):
         self.source_buffer = []
         self.target_buffer = []
         self.epoch_pairs_read = 0
+        self._buffer_start, self._buffer_taken = 0, 0
+        self._epoch_rng_state = self.rng.get_state()
         if self.shuffle_each_epoch:
             self._order = self.rng.permutation(self.lines_total)
         else:
@@ -260,6 +252,31 @@ class TextIterator(object):
 
     def reset(self):
         self._reset()
+
+    def position(self):
+        """Where the iterator stands in this epoch, as numbers and arrays (for
+        a checkpoint): the epoch's random state, the first pair of the
+        current buffer, and how many pairs were taken from that buffer."""
+        name, keys, pos, has_gauss, gauss = self._epoch_rng_state
+        return {'rng_keys': keys, 'rng_pos': pos, 'rng_has_gauss': has_gauss,
+                'rng_gauss': gauss, 'buffer_start': self._buffer_start,
+                'buffer_taken': self._buffer_taken}
+
+    def restore(self, position):
+        """Continue exactly where ``position()`` was taken: the same
+        permutation, the same buffer, the same pairs left in it."""
+        self.rng.set_state(('MT19937', numpy.asarray(position['rng_keys']),
+                            int(position['rng_pos']), int(position['rng_has_gauss']),
+                            float(position['rng_gauss'])))
+        self._reset()
+        start, taken = int(position['buffer_start']), int(position['buffer_taken'])
+        for _ in range(start):   # sequential files: skip to the buffer's start
+            self._read_pair()
+        if taken:
+            self._fill_buffer()
+            del self.source_buffer[len(self.source_buffer) - taken:]
+            del self.target_buffer[len(self.target_buffer) - taken:]
+            self._buffer_taken = taken
 
     def _read_pair(self):
         """Next raw (source, target) line pair of this epoch, or None."""
@@ -277,6 +294,7 @@ class TextIterator(object):
                 _tokens(tt, self.target.path, line + 1))
 
     def _fill_buffer(self):
+        self._buffer_start, self._buffer_taken = self.epoch_pairs_read, 0
         for _ in range(self.k):
             pair = self._read_pair()
             if pair is None:
@@ -287,13 +305,6 @@ class TextIterator(object):
         tidx = tlen.argsort()
         self.source_buffer = [self.source_buffer[i] for i in tidx]
         self.target_buffer = [self.target_buffer[i] for i in tidx]
-
-    @staticmethod
-    def _ids(words, vocab, n_words):
-        ids = [vocab[w] if w in vocab else 1 for w in words]
-        if n_words > 0:
-            ids = [w if w < n_words else 1 for w in ids]
-        return ids
 
     def __iter__(self):
         return self
@@ -307,10 +318,11 @@ class TextIterator(object):
                     self._reset()
                     raise StopIteration
             while self.source_buffer:
-                ss = self._ids(self.source_buffer.pop(), self.source_dict,
-                               self.n_words_source)
-                tt = self._ids(self.target_buffer.pop(), self.target_dict,
-                               self.n_words_target)
+                self._buffer_taken += 1
+                ss = words_to_ids(self.source_buffer.pop(), self.source_dict,
+                                  self.n_words_source)
+                tt = words_to_ids(self.target_buffer.pop(), self.target_dict,
+                                  self.n_words_target)
                 if len(ss) > self.maxlen and len(tt) > self.maxlen:
                     continue
                 source.append(ss)

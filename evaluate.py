@@ -29,36 +29,14 @@ from the reference's prints one ``error: ...`` line and exits with status 1.
 import argparse
 import json
 import math
-import os
 import sys
 
 import numpy
 
 import bleu
+from text_io import InputError, read_lines
 
 ALPHA = 0.05
-
-
-class EvaluationError(Exception):
-    pass
-
-
-def read_lines(path):
-    if not os.path.exists(path):
-        raise EvaluationError('%s: no such file' % path)
-    if os.path.isdir(path):
-        raise EvaluationError('%s: is a directory, not a file' % path)
-    lines = []
-    try:
-        with open(path, 'rb') as f:
-            for n, raw in enumerate(f, 1):
-                try:
-                    lines.append(raw.decode('utf-8').rstrip('\n').rstrip('\r'))
-                except UnicodeDecodeError:
-                    raise EvaluationError('%s: line %d is not valid UTF-8' % (path, n))
-    except OSError as e:
-        raise EvaluationError('%s: cannot read: %s' % (path, e.strerror or e))
-    return lines
 
 
 # --------------------------------------------------------------------------
@@ -144,16 +122,16 @@ def _progress(done, total):
 def evaluate(ref_path, system_paths, tokenized=False, lang=None, lowercase=False,
              n_bootstrap=1000, seed=1, progress=None):
     """The results as a list of dicts, the baseline first."""
-    refs = read_lines(ref_path)
+    refs = read_lines(ref_path, allow_empty=True)
     hyps_all = []
     for path in system_paths:
-        hyps = read_lines(path)
+        hyps = read_lines(path, allow_empty=True)
         if len(hyps) != len(refs):
-            raise EvaluationError('%s has %d lines but the reference %s has %d'
+            raise InputError('%s has %d lines but the reference %s has %d'
                                   % (path, len(hyps), ref_path, len(refs)))
         hyps_all.append(hyps)
     if not refs:
-        raise EvaluationError('%s: file is empty' % ref_path)
+        raise InputError('%s: file is empty' % ref_path)
 
     if tokenized:
         tok = (lambda s: s)
@@ -258,7 +236,7 @@ def main(argv=None):
     try:
         results = evaluate(args.ref, args.systems, args.tokenized, args.lang,
                            args.lowercase, args.bootstrap, args.seed, _progress)
-    except EvaluationError as e:
+    except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
     print(describe(args))

@@ -2,8 +2,9 @@
 
 Every layer is a pair of functions: ``param_init_X(options, params, prefix,
 ...)`` adds its arrays to the ordered ``params`` dict, and ``X_layer(tparams,
-...)`` builds its part of the Theano graph.  ``LAYERS`` maps layer names to
-the pairs; ``get_layer(name)`` looks them up.
+...)`` builds its part of the Theano graph.  ``LAYERS`` maps the building
+blocks' names to their pairs (``get_layer(name)``); ``DECODERS``, the decoder
+registry at the end of this file, describes each decoder of the family.
 
 Shared mechanisms exist once: ``gru_step`` (the GRU recurrence, also the
 first half of the conditional GRU), ``source_attention`` (the Bahdanau
@@ -11,9 +12,12 @@ attention inside the conditional GRU), and ``target_attention`` with
 ``target_attention_scores`` (the attention over previous target words or
 decoder states used by the residual, memory and self-attentive decoders).
 """
-from collections import OrderedDict
+import contextlib
+from collections import OrderedDict, namedtuple
 
 import numpy
+
+import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
@@ -25,8 +29,29 @@ def _p(prefix, name):
 # --------------------------------------------------------------------------
 # initialisers (REFERENCE.md section 2)
 
+# shapes_only(): the initialisers return read-only zero-stride arrays, so that
+# a model's parameter shapes (and count) are known without allocating them or
+# drawing random numbers.
+_SHAPES_ONLY = []
+
+
+@contextlib.contextmanager
+def shapes_only():
+    _SHAPES_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _SHAPES_ONLY.pop()
+
+
+def _placeholder(shape):
+    return numpy.broadcast_to(numpy.float32(0.), shape)
+
+
 def ortho_weight(ndim):
     """The ``u`` of the SVD of a standard normal ndim x ndim matrix."""
+    if _SHAPES_ONLY:
+        return _placeholder((ndim, ndim))
     W = numpy.random.randn(ndim, ndim)
     u, _, _ = numpy.linalg.svd(W)
     return u.astype('float32')
@@ -37,13 +62,15 @@ def norm_weight(nin, nout=None, scale=0.01, ortho=True):
     if nout is None:
         nout = nin
     if nout == nin and ortho:
-        W = ortho_weight(nin)
-    else:
-        W = scale * numpy.random.randn(nin, nout)
-    return W.astype('float32')
+        return ortho_weight(nin)
+    if _SHAPES_ONLY:
+        return _placeholder((nin, nout))
+    return (scale * numpy.random.randn(nin, nout)).astype('float32')
 
 
 def zeros(n):
+    if _SHAPES_ONLY:
+        return _placeholder((n,))
     return numpy.zeros((n,), dtype='float32')
 
 
@@ -396,17 +423,28 @@ def shift_right(seq, first):
 
 # --------------------------------------------------------------------------
 # the decoder family
+#
+# Training (one_step=False): the layer runs over all target rows and returns a
+# dict with 'states', 'ctxs', 'alphas' (T x n x T_src), 'readout_prev' (what
+# ff_logit_prev reads) and, where the decoder has them, 'prev_alphas' (T x n x
+# T, the attention over previous words or states) and 'extra_readout'.
+# Decoding (one_step=True): state_below is n x e, ``carry`` holds what the
+# decoder carried from the previous step (named as in its registry entry) and
+# the layer returns the same dict for one step plus 'carry', the new values.
 
 RESIDUALS = ('mean', 'attentive')
+
+
+def append_step(rows, item):
+    """rows (J x n x k) with this step's item (n x k) as row J: the one place
+    where a carried history grows."""
+    return tensor.concatenate([rows, tensor.shape_padleft(item)], axis=0)
 
 
 def param_init_gru_cond_residual(options, params, prefix='decoder', nin=None,
                                  dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    if options['residual'] not in RESIDUALS:
-        raise ValueError("residual must be 'mean' or 'attentive', not %r"
-                         % options['residual'])
     if options['residual'] == 'attentive':
         # the authors' code names these cond_att_*
         param_init_target_attention(params, 'cond_att', options['att_scoring'],
@@ -417,52 +455,56 @@ def param_init_gru_cond_residual(options, params, prefix='decoder', nin=None,
 
 def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
                             mask=None, context=None, one_step=False,
-                            init_state=None, context_mask=None, history=None,
+                            init_state=None, context_mask=None, carry=None,
                             **kwargs):
     """Conditional GRU whose readout reads d_t, a summary of the previous words.
 
     The recurrence is the baseline's; d_t replaces y_{t-1} in ff_logit_prev
-    (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).
-    One step: ``history`` = (items J x n x e, keys J x n x k) of the words so
-    far (row 0 is the zero embedding); this step's word is appended here.
+    (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).  Decoding carries
+    'prev_embs' (row 0 is the zero embedding of the first step) and, for the
+    attentive residual, their keys 'prev_keys'.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
                          init_state=init_state, context_mask=context_mask)
-    scoring = options['att_scoring']
     if one_step:
-        items, keys = _append_history(tparams, 'cond_att', scoring, history,
-                                      state_below, options['residual'] == 'attentive')
-        out['history_new'] = (state_below, keys[-1])
-        if options['residual'] == 'mean':
-            J = items.shape[0]
-            out['readout_prev'] = items[1:].sum(0) / tensor.maximum(J - 1, 1).astype('float32')
-            return out
-        d, w = target_attention_step(tparams, 'cond_att', scoring, items, keys,
-                                     out['states'], out['ctxs'])
-        out['readout_prev'] = d
-        out['prev_alphas'] = w
-        return out
+        return _residual_step(tparams, options, out, state_below, carry)
     window = window_mask(mask)
     if options['residual'] == 'mean':
         out['readout_prev'] = prefix_mean(state_below, window)
         return out
-    d, w = target_attention(tparams, 'cond_att', scoring, state_below, window,
-                            state=out['states'], ctx=out['ctxs'])
+    d, w = target_attention(tparams, 'cond_att', options['att_scoring'], state_below,
+                            window, state=out['states'], ctx=out['ctxs'])
     out['readout_prev'] = d
     out['prev_alphas'] = w
     return out
 
 
-def _append_history(tparams, prefix, scoring, history, item, with_keys=True):
-    """Add this step's item (n x k) to the carried (items, keys) history."""
-    items, keys = history
-    items = tensor.concatenate([items, tensor.shape_padleft(item)], axis=0)
-    if with_keys:
-        new_key = target_attention_keys(tparams, prefix, scoring, item)
-    else:  # the mean residual scores nothing: keys have no features
-        new_key = item[:, :0]
-    keys = tensor.concatenate([keys, tensor.shape_padleft(new_key)], axis=0)
+def _residual_step(tparams, options, out, emb, carry):
+    """One decoding step of the residual summary d_t over the carried words."""
+    items = append_step(carry['prev_embs'], emb)
+    out['carry'] = {'prev_embs': items}
+    if options['residual'] == 'mean':
+        # mean of rows 1..J-1 (row 0 is the zero embedding); 0 at the first step
+        n_words = tensor.maximum(items.shape[0] - 1, 1).astype('float32')
+        out['readout_prev'] = items[1:].sum(0) / n_words
+        return out
+    scoring = options['att_scoring']
+    keys = append_step(carry['prev_keys'],
+                       target_attention_keys(tparams, 'cond_att', scoring, emb))
+    out['carry']['prev_keys'] = keys
+    d, w = target_attention_step(tparams, 'cond_att', scoring, items, keys,
+                                 out['states'], out['ctxs'])
+    out['readout_prev'] = d
+    out['prev_alphas'] = w
+    return out
+
+
+def _state_history_step(tparams, prefix, scoring, carry, state):
+    """The carried states and their keys with ``state`` appended."""
+    items = append_step(carry['prev_states'], state)
+    keys = append_step(carry['prev_keys'],
+                       target_attention_keys(tparams, prefix, scoring, state))
     return items, keys
 
 
@@ -470,7 +512,6 @@ def param_init_gru_cond_selfattn(options, params, prefix='decoder', nin=None,
                                  dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    _check_state_scoring(options)
     param_init_target_attention(params, 'self_att', options['att_scoring'],
                                 dim_item=dim, dim_key=dim, dim_state=dim,
                                 dim_ctx=dimctx)
@@ -479,31 +520,25 @@ def param_init_gru_cond_selfattn(options, params, prefix='decoder', nin=None,
     return params
 
 
-def _check_state_scoring(options):
-    if options['att_scoring'] not in ('content', 'content_scope'):
-        raise ValueError("decoder %s takes att_scoring 'content' or "
-                         "'content_scope', not %r"
-                         % (options['decoder'], options['att_scoring']))
-
-
 def gru_cond_selfattn_layer(tparams, state_below, options, prefix='decoder',
                             mask=None, context=None, one_step=False,
-                            init_state=None, context_mask=None, history=None,
+                            init_state=None, context_mask=None, carry=None,
                             **kwargs):
     """Self-attentive RNN (NAACL sec. 5.2, A.3.3): r_t over previous states
     enters the readout through ff_logit_self; the recurrence is unchanged.
 
     Items are the states entering each row: s_init, s_0, ..., s_{t-1}.
-    One step: ``history`` holds them up to s_{t-2}; init_state (s_{t-1}) is
-    appended here.
+    Decoding carries them up to s_{t-2} ('prev_states', with 'prev_keys');
+    init_state (s_{t-1}) is appended here.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
                          init_state=init_state, context_mask=context_mask)
     scoring = options['att_scoring']
     if one_step:
-        items, keys = _append_history(tparams, 'self_att', scoring, history, init_state)
-        out['history_new'] = (init_state, keys[-1])
+        items, keys = _state_history_step(tparams, 'self_att', scoring, carry,
+                                          init_state)
+        out['carry'] = {'prev_states': items, 'prev_keys': keys}
         r, w = target_attention_step(tparams, 'self_att', scoring, items, keys,
                                      query_state=out['states'])
     else:
@@ -519,7 +554,6 @@ def param_init_gru_cond_memory(options, params, prefix='decoder', nin=None,
                                dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    _check_state_scoring(options)
     param_init_target_attention(params, 'mem_att', options['att_scoring'],
                                 dim_item=dim, dim_key=dim, dim_state=dim,
                                 dim_ctx=dimctx)
@@ -528,24 +562,32 @@ def param_init_gru_cond_memory(options, params, prefix='decoder', nin=None,
 
 def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
                           mask=None, context=None, one_step=False,
-                          init_state=None, context_mask=None, history=None,
+                          init_state=None, context_mask=None, carry=None,
                           **kwargs):
     """Memory RNN (NAACL sec. 5.1, A.3.2): the conditional GRU runs from
     s~_{t-1}, an attention summary of s_init, s_0, ..., s_{t-1}, instead of
     s_{t-1}.  For content_scope the query is s_{t-1}.
     """
     scoring = options['att_scoring']
-    if one_step:
-        items, keys = _append_history(tparams, 'mem_att', scoring, history, init_state)
-        s_tilde, w = target_attention_step(tparams, 'mem_att', scoring, items,
-                                           keys, query_state=init_state)
-        out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
-                             context=context, one_step=True, init_state=s_tilde,
-                             context_mask=context_mask)
-        out['history_new'] = (init_state, keys[-1])
-        out['prev_alphas'] = w
-        return out
+    if not one_step:
+        return _memory_scan(tparams, state_below, options, prefix, mask, context,
+                            init_state, context_mask)
+    items, keys = _state_history_step(tparams, 'mem_att', scoring, carry, init_state)
+    s_tilde, w = target_attention_step(tparams, 'mem_att', scoring, items,
+                                       keys, query_state=init_state)
+    out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
+                         context=context, one_step=True, init_state=s_tilde,
+                         context_mask=context_mask)
+    out['carry'] = {'prev_states': items, 'prev_keys': keys}
+    out['prev_alphas'] = w
+    return out
 
+
+def _memory_scan(tparams, state_below, options, prefix, mask, context, init_state,
+                 context_mask):
+    """The memory RNN's training graph: one scan that also fills row t+1 of
+    the item and key buffers with s_t (row 0 holds s_init)."""
+    scoring = options['att_scoring']
     nsteps = state_below.shape[0]
     n_samples = state_below.shape[1]
     dim = tparams[_p(prefix, 'Ux')].shape[1]
@@ -553,15 +595,13 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
         tparams, state_below, prefix, mask, context)
     if context_mask is None:
         context_mask = tensor.alloc(numpy.float32(1.), context.shape[0], n_samples)
-    att_params = [tparams[k] for k in tparams if k.startswith('mem_att_')]
     att_names = [k for k in tparams if k.startswith('mem_att_')]
-    # buffers of items and keys, row j filled at step j (row 0 = s_init)
+    att_params = [tparams[k] for k in att_names]
     items0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, dim)
     items0 = tensor.set_subtensor(items0[0], init_state)
     key0 = target_attention_keys(tparams, 'mem_att', scoring, init_state)
     keys0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, key0.shape[1])
     keys0 = tensor.set_subtensor(keys0[0], key0)
-    steps = tensor.arange(nsteps)
 
     def _step(t, m_, x_t, xx_t,                         # sequences
               h_, items, keys, ctx_prev, alpha_prev, w_prev,  # recurrent
@@ -586,7 +626,7 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
 
     (states, _, _, ctxs, alphas, prev_alphas), _ = theano.scan(
         _step,
-        sequences=[steps, mask, x_, xx_],
+        sequences=[tensor.arange(nsteps), mask, x_, xx_],
         outputs_info=[init_state, items0, keys0,
                       tensor.alloc(numpy.float32(0.), n_samples, context.shape[2]),
                       tensor.alloc(numpy.float32(0.), n_samples, context.shape[0]),
@@ -598,19 +638,19 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
 
 
 # --------------------------------------------------------------------------
-# registry: layer name -> (init, apply)
+# registries
+#
+# LAYERS: the building blocks, name -> (init, apply).
+# DECODERS: one entry per decoder.  Everything else (option checks, the
+# command-line choices, the short variant names of the scripts, table labels,
+# the sampler's carried tensors, the tests' configurations) derives from it.
+# Adding a decoder: write its param_init_X / X_layer pair above (one_step
+# included), add a Decoder entry below, and tests (tests/numpy_reference.py).
 
 LAYERS = {
     'ff': (param_init_fflayer, fflayer),
     'gru': (param_init_gru, gru_layer),
-    'gru_cond': (param_init_gru_cond, gru_cond_layer),
-    'gru_cond_residual': (param_init_gru_cond_residual, gru_cond_residual_layer),
-    'gru_cond_memory': (param_init_gru_cond_memory, gru_cond_memory_layer),
-    'gru_cond_selfattn': (param_init_gru_cond_selfattn, gru_cond_selfattn_layer),
 }
-
-# decoders that carry a history of previous words/states while decoding
-HISTORY_DECODERS = ('gru_cond_residual', 'gru_cond_memory', 'gru_cond_selfattn')
 
 
 def get_layer(name):
@@ -619,3 +659,136 @@ def get_layer(name):
     except KeyError:
         raise ValueError('unknown layer %r (known: %s)'
                          % (name, ', '.join(sorted(LAYERS))))
+
+
+STATE_SCORINGS = ('content', 'content_scope')
+
+# A tensor that a decoder carries from one decoding step to the next.  axes
+# names each axis: 'steps' (one row per step decoded so far, starting empty),
+# 'hyps' (one per hypothesis: beam search reorders along it), or an option
+# whose value is the size ('dim_word', 'dim').
+Carried = namedtuple('Carried', 'name axes')
+
+# A named configuration of a decoder as the scripts and tables know it:
+# options (decoder included), a label for tables, and the att_scoring values
+# it accepts (empty: the scoring is not used).
+Variant = namedtuple('Variant', 'name options label scorings')
+
+# name: the 'decoder' option; init/apply: the layer functions; variants;
+# aliases: other names of this decoder -> the options they imply; prefixes: of
+# the parameters it adds to the baseline's; carried(options): its Carried list.
+Decoder = namedtuple('Decoder', 'name init apply variants aliases prefixes carried')
+
+
+def _carried_words(options):
+    """Residual decoders carry the previous words' embeddings (and keys)."""
+    words = [Carried('prev_embs', ('steps', 'hyps', 'dim_word'))]
+    if options['residual'] == 'attentive':
+        words.append(Carried('prev_keys', ('steps', 'hyps', 'dim_word')))
+    return words
+
+
+def _carried_states(options):
+    """Memory and self-attentive RNNs carry the previous states and keys."""
+    return [Carried('prev_states', ('steps', 'hyps', 'dim')),
+            Carried('prev_keys', ('steps', 'hyps', 'dim'))]
+
+
+DECODERS = OrderedDict((d.name, d) for d in [
+    Decoder('gru_cond', param_init_gru_cond, gru_cond_layer,
+            [Variant('baseline', {'decoder': 'gru_cond'}, 'NMT baseline', ())],
+            {}, (), lambda options: []),
+    Decoder('gru_cond_residual', param_init_gru_cond_residual, gru_cond_residual_layer,
+            [Variant('mean', {'decoder': 'gru_cond_residual', 'residual': 'mean'},
+                     'Mean residual connections', ()),
+             Variant('attentive', {'decoder': 'gru_cond_residual',
+                                   'residual': 'attentive'},
+                     'Self-attentive residual connections', SCORINGS)],
+            {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content'}},
+            ('cond_att_',), _carried_words),
+    Decoder('gru_cond_memory', param_init_gru_cond_memory, gru_cond_memory_layer,
+            [Variant('memory', {'decoder': 'gru_cond_memory'}, 'Memory RNN',
+                     STATE_SCORINGS)],
+            {}, ('mem_att_',), _carried_states),
+    Decoder('gru_cond_selfattn', param_init_gru_cond_selfattn, gru_cond_selfattn_layer,
+            [Variant('selfattn', {'decoder': 'gru_cond_selfattn'}, 'Self-attentive RNN',
+                     STATE_SCORINGS)],
+            {}, ('self_att_', 'ff_logit_self_'), _carried_states),
+])
+
+DECODER_ALIASES = OrderedDict((alias, (d.name, implied)) for d in DECODERS.values()
+                              for alias, implied in d.aliases.items())
+DECODER_NAMES = tuple(DECODERS) + tuple(DECODER_ALIASES)
+VARIANT_PREFIXES = tuple(p for d in DECODERS.values() for p in d.prefixes)
+
+
+def decoder_of(options):
+    """The Decoder entry named by options['decoder'] (aliases resolved)."""
+    name = options['decoder']
+    name = DECODER_ALIASES[name][0] if name in DECODER_ALIASES else name
+    if name not in DECODERS:
+        raise ValueError('decoder must be one of %s, not %r'
+                         % (', '.join(DECODER_NAMES), options['decoder']))
+    return DECODERS[name]
+
+
+def variant_of(options):
+    """(Variant, scoring or None) of complete options; ValueError naming the
+    option when the combination does not exist."""
+    decoder = decoder_of(options)
+    for variant in decoder.variants:
+        if all(options.get(k) == v or k == 'decoder'
+               for k, v in variant.options.items()):
+            break
+    else:
+        raise ValueError('decoder %s takes residual %s, not %r' % (
+            decoder.name, ' or '.join(repr(v.options['residual'])
+                                      for v in decoder.variants),
+            options.get('residual')))
+    if not variant.scorings:
+        return variant, None
+    if options['att_scoring'] not in variant.scorings:
+        raise ValueError('the %s decoder takes att_scoring %s, not %r'
+                         % (variant.name, ' or '.join(variant.scorings),
+                            options['att_scoring']))
+    return variant, options['att_scoring']
+
+
+def _all_variants():
+    """Short name -> Variant: each variant, then one per other scoring
+    ('attentive-dot', 'memory-content_scope', ...)."""
+    out = OrderedDict()
+    for decoder in DECODERS.values():
+        for v in decoder.variants:
+            out[v.name] = v
+        for v in decoder.variants:
+            for scoring in v.scorings[1:]:
+                name = '%s-%s' % (v.name, scoring)
+                options = dict(v.options, att_scoring=scoring)
+                out[name] = Variant(name, options, '%s (%s)' % (v.label, scoring),
+                                    (scoring,))
+    return out
+
+
+VARIANTS = _all_variants()
+# the five decoders of the papers' Table 1, in the registry's order
+MAIN_VARIANTS = tuple(v.name for d in DECODERS.values() for v in d.variants)
+
+
+def variant_options(name):
+    """Model options of a short variant name ('attentive-dot', ...)."""
+    if name not in VARIANTS:
+        raise ValueError('unknown decoder %r (choose from %s)'
+                         % (name, ', '.join(VARIANTS)))
+    options = dict(VARIANTS[name].options)
+    if VARIANTS[name].scorings:
+        options.setdefault('att_scoring', VARIANTS[name].scorings[0])
+    return options
+
+
+def variant_label(options):
+    """The table label of a model's options ('Memory RNN (content_scope)')."""
+    variant, scoring = variant_of(options)
+    if scoring is None or scoring == variant.scorings[0]:
+        return variant.label
+    return '%s (%s)' % (variant.label, scoring)

@@ -12,6 +12,8 @@ saves a pass over every parameter and the stored gradients.  Its
 ``f_update`` then does nothing.
 """
 import numpy
+
+import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 

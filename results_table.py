@@ -35,6 +35,8 @@ import os
 import re
 import sys
 
+from text_io import InputError
+
 DECODER_LABELS = [
     ('baseline', 'NMT baseline'),
     ('memory', 'Memory RNN'),
@@ -50,18 +52,14 @@ DECODER_ALIASES = [('selfattn', 'selfattn'), ('memory', 'memory'),
 NON_PARAMS = {'history_errs', 'uidx'}
 
 
-class ResultsError(Exception):
-    pass
-
-
 def _load_json(path):
     try:
         with open(path, encoding='utf-8') as f:
             return json.load(f)
     except OSError as e:
-        raise ResultsError('%s: cannot read: %s' % (path, e.strerror or e))
+        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
     except ValueError as e:
-        raise ResultsError('%s: not valid JSON (%s)' % (path, e))
+        raise InputError('%s: not valid JSON (%s)' % (path, e))
 
 
 def count_params(run_dir):
@@ -92,7 +90,7 @@ def find_runs(paths):
         found = sorted(os.path.dirname(p) for p in
                        glob.glob(os.path.join(path, '**', 'bleu.json'), recursive=True))
         if not found:
-            raise ResultsError('%s: no bleu.json in it or below it' % path)
+            raise InputError('%s: no bleu.json in it or below it' % path)
         runs.extend(found)
     return runs
 
@@ -104,7 +102,7 @@ def read_run(run_dir, detok=False):
     pair = info.get('pair') or parts[-2]
     key = 'detok_bleu' if detok else 'bleu'
     if key not in info:
-        raise ResultsError('%s: no "%s" entry' % (os.path.join(run_dir, 'bleu.json'), key))
+        raise InputError('%s: no "%s" entry' % (os.path.join(run_dir, 'bleu.json'), key))
     return {'pair': pair, 'decoder': decoder, 'bleu': float(info[key]),
             'params': count_params(run_dir), 'source': run_dir}
 
@@ -119,14 +117,14 @@ def decoder_from_name(path):
 
 def read_evaluate_json(spec):
     if '=' not in spec:
-        raise ResultsError('--evaluate-json wants PAIR=FILE, not %r' % spec)
+        raise InputError('--evaluate-json wants PAIR=FILE, not %r' % spec)
     pair, path = spec.split('=', 1)
     data = _load_json(path)
     rows = []
     for res in data.get('results', []):
         decoder = decoder_from_name(res['system'])
         if decoder is None:
-            raise ResultsError('%s: cannot tell the decoder of %s from its name'
+            raise InputError('%s: cannot tell the decoder of %s from its name'
                                % (path, res['system']))
         rows.append({'pair': pair, 'decoder': decoder, 'bleu': float(res['bleu']),
                      'params': None, 'source': res['system']})
@@ -151,7 +149,7 @@ def build_table(rows, params_pair=None):
     for r in rows:
         key = (r['decoder'], r['pair'])
         if key in by_key:
-            raise ResultsError('two results for %s on %s: %s and %s'
+            raise InputError('two results for %s on %s: %s and %s'
                                % (r['decoder'], r['pair'], by_key[key]['source'],
                                   r['source']))
         by_key[key] = r
@@ -226,7 +224,7 @@ def main(argv=None):
         for spec in args.evaluate_json:
             rows += read_evaluate_json(spec)
         header, table, pairs, decoders, by_key = build_table(rows, args.params_pair)
-    except ResultsError as e:
+    except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
     print(markdown(header, table))

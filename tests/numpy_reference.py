@@ -42,31 +42,15 @@ def as_dtype(params, dtype):
 
 
 def decoder_variant(options):
-    """(kind, residual, scoring) of the decoder named in ``options``.
-
-    kind is one of 'baseline', 'residual', 'memory', 'selfattn'.
-    """
-    dec = options['decoder']
-    scoring = options.get('att_scoring', 'content')
-    if dec == 'gru_cond':
-        return 'baseline', None, None
-    if dec == 'gru_cond_att':          # the authors' name: attentive + content
-        return 'residual', 'attentive', 'content'
-    if dec == 'gru_cond_residual':
-        residual = options.get('residual', 'mean')
-        if residual == 'mean':
-            return 'residual', 'mean', None
-        if residual == 'attentive':
-            assert scoring in ('content', 'content_scope', 'sum', 'product', 'dot'), scoring
-            return 'residual', 'attentive', scoring
-        raise ValueError('unknown residual %r' % residual)
-    if dec == 'gru_cond_memory':
-        assert scoring in ('content', 'content_scope'), scoring
-        return 'memory', None, scoring
-    if dec == 'gru_cond_selfattn':
-        assert scoring in ('content', 'content_scope'), scoring
-        return 'selfattn', None, scoring
-    raise ValueError('unknown decoder %r' % dec)
+    """(variant, scoring) of the decoder named in ``options``: the registry's
+    short name ('baseline', 'mean', 'attentive', 'memory', 'selfattn'; the
+    authors' 'gru_cond_att' is 'attentive') and the att_scoring it uses (None
+    for the baseline and the mean residual).  Only the naming comes from the
+    project; every equation below is written out independently."""
+    import layers
+    variant, scoring = layers.variant_of(dict(dict(residual='attentive',
+                                                   att_scoring='content'), **options))
+    return variant.name, scoring
 
 
 # ---------------------------------------------------------------------------
@@ -113,8 +97,8 @@ def param_shapes(options):
     s['ff_logit_W'] = (e, vt)
     s['ff_logit_b'] = (vt,)
 
-    kind, residual, scoring = decoder_variant(options)
-    if kind == 'residual' and residual == 'attentive':
+    kind, scoring = decoder_variant(options)
+    if kind == 'attentive':
         if scoring != 'dot':
             s['cond_att_W_prev'] = (e, e)
             s['cond_att_b_prev'] = (e,)
@@ -303,7 +287,7 @@ def forward(params, options, x, x_mask, y, y_mask):
     dtype = p['Wemb'].dtype
     x_mask = np.asarray(x_mask, dtype=dtype)
     y_mask = np.asarray(y_mask, dtype=dtype)
-    kind, residual, scoring = decoder_variant(options)
+    kind, scoring = decoder_variant(options)
 
     ctx = encoder(p, x, x_mask)
     s_init = init_state(p, ctx, x_mask)
@@ -317,7 +301,7 @@ def forward(params, options, x, x_mask, y, y_mask):
     C = np.zeros((T_trg, n, ctx.shape[2]), dtype=dtype)
     dec_alphas = np.zeros((T_trg, n, T_src), dtype=dtype)
     prev_alphas = None
-    if kind in ('memory', 'selfattn') or (kind == 'residual' and residual == 'attentive'):
+    if kind in ('memory', 'selfattn', 'attentive'):
         prev_alphas = np.zeros((T_trg, n, T_trg), dtype=dtype)
 
     # --- the recurrence -------------------------------------------------
@@ -350,11 +334,11 @@ def forward(params, options, x, x_mask, y, y_mask):
     for t in range(T_trg):
         prev = E[t]
         extra = None
-        if kind == 'residual':
+        if kind in ('mean', 'attentive'):
             prev = np.zeros_like(E[t])
             for i in range(n):
                 js = _window(y_mask, t, i)
-                if residual == 'mean':
+                if kind == 'mean':
                     js1 = [j for j in js if j >= 1]
                     if js1:
                         prev[i] = sum(E[j, i] for j in js1) / len(js1)
@@ -478,7 +462,7 @@ def adadelta_step(params, grads, Eg2, Edx2, rho=0.95, eps=1e-6):
 # ---------------------------------------------------------------------------
 def make_sampler(params, options):
     """NumPy f_init / f_next for the BASELINE decoder (dl4mt signatures)."""
-    kind, _, _ = decoder_variant(options)
+    kind, _ = decoder_variant(options)
     assert kind == 'baseline'
 
     def f_init(x):

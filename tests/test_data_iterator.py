@@ -10,7 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from data_iterator import TextIterator, prepare_data  # noqa: E402
-from model_io import InputError  # noqa: E402
+from text_io import InputError  # noqa: E402
 
 
 # --------------------------------------------------------------------------
