@@ -34,21 +34,21 @@ import math
 import os
 import re
 import sys
+from collections import OrderedDict
 
 from text_io import InputError
 
-DECODER_LABELS = [
-    ('baseline', 'NMT baseline'),
-    ('memory', 'Memory RNN'),
-    ('selfattn', 'Self-attentive RNN'),
-    ('mean', 'Mean residual connections'),
-    ('attentive', 'Self-attentive residual connections'),
-]
 PAIR_ORDER = ['en-zh', 'es-en', 'en-de']
-# file-name words that identify a decoder (the authors call "mean" "average")
-DECODER_ALIASES = [('selfattn', 'selfattn'), ('memory', 'memory'),
-                   ('baseline', 'baseline'), ('average', 'mean'), ('mean', 'mean'),
-                   ('attentive', 'attentive')]
+# the authors' file names call the mean residual "average"
+AUTHORS_FILE_WORDS = {'average': 'mean'}
+
+
+def decoder_labels():
+    """Variant name -> table label, in the decoder registry's order."""
+    import layers
+    return OrderedDict((name, v.label) for name, v in layers.VARIANTS.items())
+
+
 NON_PARAMS = {'history_errs', 'uidx'}
 
 
@@ -108,10 +108,14 @@ def read_run(run_dir, detok=False):
 
 
 def decoder_from_name(path):
+    """The decoder variant a file name names ('...attentive.en' -> 'attentive')."""
     name = os.path.basename(path).lower()
-    for word, decoder in DECODER_ALIASES:
-        if re.search(r'(^|[^a-z])%s([^a-z]|$)' % word, name):
-            return decoder
+    words = OrderedDict((v, v) for v in decoder_labels())
+    words.update(AUTHORS_FILE_WORDS)
+    # longest names first: 'attentive-dot' before 'attentive'
+    for word in sorted(words, key=len, reverse=True):
+        if re.search(r'(^|[^a-z])%s([^a-z]|$)' % re.escape(word), name):
+            return words[word]
     return None
 
 
@@ -142,7 +146,7 @@ def truncate_millions(n):
 def build_table(rows, params_pair=None):
     pairs = sorted({r['pair'] for r in rows},
                    key=lambda p: (PAIR_ORDER.index(p) if p in PAIR_ORDER else 99, p))
-    known = [d for d, _ in DECODER_LABELS]
+    known = list(decoder_labels())
     decoders = [d for d in known if any(r['decoder'] == d for r in rows)]
     decoders += sorted({r['decoder'] for r in rows} - set(known))
     by_key = {}
@@ -156,7 +160,7 @@ def build_table(rows, params_pair=None):
     if params_pair is None:
         params_pair = next((p for p in pairs if any(
             by_key.get((d, p), {}).get('params') for d in decoders)), None)
-    labels = dict(DECODER_LABELS)
+    labels = decoder_labels()
     header = ['Model', 'Params%s' % (' (%s)' % params_pair if params_pair else '')] + pairs
     table = []
     for d in decoders:
@@ -180,7 +184,7 @@ def plot(path, pairs, decoders, by_key, title):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    labels = dict(DECODER_LABELS)
+    labels = decoder_labels()
     width = 0.8 / max(len(decoders), 1)
     fig, ax = plt.subplots(figsize=(4.2 + 2.0 * len(pairs), 4.0))
     for i, d in enumerate(decoders):

@@ -183,13 +183,6 @@ def test_save_dictionary_json_in_id_order(tmp_path):
     assert model_io.load_dictionary(js) == d
 
 
-def test_invert_dictionary():
-    inv = model_io.invert_dictionary({'eos': 0, 'UNK': 1, 'a': 2, 'b': 3})
-    assert inv == {0: '<eos>', 1: 'UNK', 2: 'a', 3: 'b'}
-    # A corpus word that took id 0's name does not hide '<eos>'.
-    assert model_io.invert_dictionary({'eos': 5, 'UNK': 1})[0] == '<eos>'
-
-
 @pytest.mark.parametrize('name,content,fragment', [
     ('missing.pkl', None, 'no such file'),
     ('empty.pkl', b'', 'empty'),
