@@ -233,8 +233,15 @@ def gru_cond_step(m_, x_, xx_, h_, pctx_, cc_, context_mask,
     return masked_keep(m_, h2, h1), ctx_, alpha
 
 
-def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False):
-    """Mask, input projections and projected context shared by all decoders.
+def source_projection(tparams, context, prefix='decoder'):
+    """pctx = ctx @ Wc_att + b_att, the attention's projection of the source."""
+    return tensor.dot(context, tparams[_p(prefix, 'Wc_att')]) + tparams[_p(prefix, 'b_att')]
+
+
+def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False,
+                    pctx=None):
+    """Mask, input projections and projected context shared by all decoders
+    (``pctx``: the projected context when the caller computed it already).
 
     Without a mask every row is real (a mask of ones changes no number).
     """
@@ -242,22 +249,23 @@ def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False)
         shape = state_below.shape[:1] if one_step else state_below.shape[:2]
         mask = tensor.ones(shape, dtype='float32')
     x_, xx_ = _input_projections(tparams, state_below, prefix)
-    pctx_ = tensor.dot(context, tparams[_p(prefix, 'Wc_att')]) + tparams[_p(prefix, 'b_att')]
+    pctx_ = source_projection(tparams, context, prefix) if pctx is None else pctx
     shared_vars = [tparams[_p(prefix, k)] for k in GRU_COND_SEQ_PARAMS]
     return mask, x_, xx_, pctx_, shared_vars
 
 
 def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
                    context=None, one_step=False, init_state=None,
-                   context_mask=None, **kwargs):
+                   context_mask=None, pctx=None, **kwargs):
     """Conditional GRU over the shifted target embeddings.
 
     Returns a dict: 'states', 'ctxs', 'alphas' (T x n x T_src) and
     'readout_prev' (what the ff_logit_prev term reads: the embeddings).
-    With one_step=True state_below is n x e and every value is for one step.
+    With one_step=True state_below is n x e and every value is for one step;
+    ``pctx`` is then the source_projection of the context, when given.
     """
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
-        tparams, state_below, prefix, mask, context, one_step)
+        tparams, state_below, prefix, mask, context, one_step, pctx)
     if one_step:
         h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
                                     context_mask, *shared_vars)
@@ -390,15 +398,18 @@ def target_attention(tparams, prefix, scoring, items, window, state=None, ctx=No
 
 
 def target_attention_step(tparams, prefix, scoring, items, keys, query_state=None,
-                          query_ctx=None):
-    """One decoding step: attention over J x n history (all of it in the window).
+                          query_ctx=None, window=None):
+    """One decoding step: attention over J x n history (all of it in the
+    window, unless ``window``, broadcastable to J x n, says otherwise).
 
     Returns (summary n x k, weights n x J).
     """
     query = target_attention_query(tparams, prefix, scoring, query_state, query_ctx)
     energy = target_attention_scores(
         tparams, prefix, scoring, keys, None if query is None else query[None, :, :])
-    weights = masked_softmax(energy, tensor.ones_like(energy), axis=0)  # J x n
+    if window is None:
+        window = tensor.ones_like(energy)
+    weights = masked_softmax(energy, window, axis=0)  # J x n
     summary = (items * weights[:, :, None]).sum(0)
     return summary, weights.T
 
@@ -466,7 +477,7 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
-                         init_state=init_state, context_mask=context_mask)
+                         init_state=init_state, context_mask=context_mask, **kwargs)
     if one_step:
         return _residual_step(tparams, options, out, state_below, carry)
     window = window_mask(mask)
@@ -482,6 +493,8 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
 
 def _residual_step(tparams, options, out, emb, carry):
     """One decoding step of the residual summary d_t over the carried words."""
+    if options['residual'] == 'attentive' and options['inference'] == 'authors':
+        return _authors_residual_step(tparams, options, out, emb, carry)
     items = append_step(carry['prev_embs'], emb)
     out['carry'] = {'prev_embs': items}
     if options['residual'] == 'mean':
@@ -497,6 +510,36 @@ def _residual_step(tparams, options, out, emb, carry):
                                  out['states'], out['ctxs'])
     out['readout_prev'] = d
     out['prev_alphas'] = w
+    return out
+
+
+def _authors_residual_step(tparams, options, out, emb, carry):
+    """d_t as the authors' sampler computes it (REFERENCE.md section 5b).
+
+    M' = switch(time > 1, [M; emb], emb): an elementwise switch broadcasts
+    both branches, so at time 1 (M = one zero row) M' is two zero rows.  The
+    summary attends to the rows j < time of M' (with the model's scoring; for
+    'content', the authors' only one, exactly 5b) and the weights returned
+    are those rows' (the authors' trailing 0 left out).  The keys of M' are
+    carried beside it ('memory_keys', switched the same way).
+    """
+    scoring = options['att_scoring']
+    time = carry['time']
+    grow = time > 1
+
+    def switched(rows, item):
+        return tensor.switch(grow, append_step(rows, item), tensor.shape_padleft(item))
+
+    memory = switched(carry['memory'], emb)
+    keys = switched(carry['memory_keys'],
+                    target_attention_keys(tparams, 'cond_att', scoring, emb))
+    window = tensor.shape_padright(
+        tensor.cast(tensor.arange(memory.shape[0]) < time, 'float32'))  # J x 1
+    d, w = target_attention_step(tparams, 'cond_att', scoring, memory, keys,
+                                 out['states'], out['ctxs'], window=window)
+    out['readout_prev'] = d
+    out['prev_alphas'] = w[:, :tensor.cast(time, 'int64')]
+    out['carry'] = {'memory': memory, 'memory_keys': keys, 'time': time + 1}
     return out
 
 
@@ -533,7 +576,7 @@ def gru_cond_selfattn_layer(tparams, state_below, options, prefix='decoder',
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
-                         init_state=init_state, context_mask=context_mask)
+                         init_state=init_state, context_mask=context_mask, **kwargs)
     scoring = options['att_scoring']
     if one_step:
         items, keys = _state_history_step(tparams, 'self_att', scoring, carry,
@@ -577,7 +620,7 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
                                        keys, query_state=init_state)
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=True, init_state=s_tilde,
-                         context_mask=context_mask)
+                         context_mask=context_mask, **kwargs)
     out['carry'] = {'prev_states': items, 'prev_keys': keys}
     out['prev_alphas'] = w
     return out
@@ -663,16 +706,25 @@ def get_layer(name):
 
 STATE_SCORINGS = ('content', 'content_scope')
 
+# How the sampler computes what the training graph computes (the 'inference'
+# option): 'training', the training graph's equations one step at a time, or
+# 'authors', what the authors' released sampler computes (REFERENCE.md 5b;
+# attentive residual decoder only).
+INFERENCES = ('training', 'authors')
+
 # A tensor that a decoder carries from one decoding step to the next.  axes
-# names each axis: 'steps' (one row per step decoded so far, starting empty),
-# 'hyps' (one per hypothesis: beam search reorders along it), or an option
-# whose value is the size ('dim_word', 'dim').
-Carried = namedtuple('Carried', 'name axes')
+# names each axis: 'steps' (one row per step decoded so far), 'hyps' (one per
+# hypothesis: beam search reorders along it), or an option whose value is the
+# size ('dim_word', 'dim'); no axes: a scalar shared by all hypotheses.  Before
+# the first step the 'steps' axis has ``rows`` rows and every entry is ``fill``.
+Carried = namedtuple('Carried', 'name axes rows fill')
+Carried.__new__.__defaults__ = (0, 0.)
 
 # A named configuration of a decoder as the scripts and tables know it:
-# options (decoder included), a label for tables, and the att_scoring values
-# it accepts (empty: the scoring is not used).
-Variant = namedtuple('Variant', 'name options label scorings')
+# options (decoder included), a label for tables, the att_scoring values it
+# accepts (empty: the scoring is not used) and its inference modes.
+Variant = namedtuple('Variant', 'name options label scorings inferences')
+Variant.__new__.__defaults__ = (('training',),)
 
 # name: the 'decoder' option; init/apply: the layer functions; variants;
 # aliases: other names of this decoder -> the options they imply; prefixes: of
@@ -680,8 +732,17 @@ Variant = namedtuple('Variant', 'name options label scorings')
 Decoder = namedtuple('Decoder', 'name init apply variants aliases prefixes carried')
 
 
+# the authors' sampler (section 5b): M starts as one zero row, time at 1
+AUTHORS_CARRIED = [Carried('memory', ('steps', 'hyps', 'dim_word'), rows=1),
+                   Carried('memory_keys', ('steps', 'hyps', 'dim_word'), rows=1),
+                   Carried('time', (), fill=1.)]
+
+
 def _carried_words(options):
-    """Residual decoders carry the previous words' embeddings (and keys)."""
+    """Residual decoders carry the previous words' embeddings (and keys);
+    the authors' inference its memory M, M's keys and the step counter."""
+    if options['residual'] == 'attentive' and options['inference'] == 'authors':
+        return list(AUTHORS_CARRIED)
     words = [Carried('prev_embs', ('steps', 'hyps', 'dim_word'))]
     if options['residual'] == 'attentive':
         words.append(Carried('prev_keys', ('steps', 'hyps', 'dim_word')))
@@ -703,8 +764,9 @@ DECODERS = OrderedDict((d.name, d) for d in [
                      'Mean residual connections', ()),
              Variant('attentive', {'decoder': 'gru_cond_residual',
                                    'residual': 'attentive'},
-                     'Self-attentive residual connections', SCORINGS)],
-            {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content'}},
+                     'Self-attentive residual connections', SCORINGS, INFERENCES)],
+            {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content',
+                              'inference': 'authors'}},
             ('cond_att_',), _carried_words),
     Decoder('gru_cond_memory', param_init_gru_cond_memory, gru_cond_memory_layer,
             [Variant('memory', {'decoder': 'gru_cond_memory'}, 'Memory RNN',
@@ -745,6 +807,12 @@ def variant_of(options):
             decoder.name, ' or '.join(repr(v.options['residual'])
                                       for v in decoder.variants),
             options.get('residual')))
+    inference = options.get('inference', 'training')
+    if inference not in variant.inferences:
+        raise ValueError('the %s decoder takes inference %s, not %r (the authors\' '
+                         'inference, REFERENCE.md 5b, is the attentive residual '
+                         'decoder\'s)' % (variant.name, ' or '.join(
+                             repr(i) for i in variant.inferences), inference))
     if not variant.scorings:
         return variant, None
     if options['att_scoring'] not in variant.scorings:
@@ -766,7 +834,7 @@ def _all_variants():
                 name = '%s-%s' % (v.name, scoring)
                 options = dict(v.options, att_scoring=scoring)
                 out[name] = Variant(name, options, '%s (%s)' % (v.label, scoring),
-                                    (scoring,))
+                                    (scoring,), v.inferences)
     return out
 
 
