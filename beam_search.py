@@ -21,6 +21,13 @@ import numpy
 
 from vocab import EOS, UNK
 
+# f_next always gets at least this many rows (the last one repeated): BLAS
+# (OpenBLAS) computes the product of a matrix of a few rows with other
+# kernels, which round differently, than one of many rows; padded, every
+# hypothesis gets the same numbers however many share the call (one sentence
+# or a batch; layers.dot_vector does the same for matrix-vector products).
+MIN_ROWS = 16
+
 
 class Hypothesis(object):
     """A partial translation: its words, score (float32, -log p), the -log p
@@ -47,12 +54,20 @@ class Hypothesis(object):
         return hyp
 
 
-def _best_candidates(cand_flat, n_best):
-    """Indices of the n_best lowest scores, lowest first (ties: lower index)."""
-    if n_best >= cand_flat.shape[0]:
-        return numpy.argsort(cand_flat, kind='stable')[:n_best]
-    part = numpy.argpartition(cand_flat, n_best - 1)[:n_best]
-    return part[numpy.lexsort((part, cand_flat[part]))]
+def _best_candidates(cand, n_best):
+    """Flat indices of the n_best lowest entries of cand (live x V), lowest
+    first (ties: lower index)."""
+    flat = cand.ravel()
+    if n_best >= flat.shape[0]:
+        return numpy.argsort(flat, kind='stable')[:n_best]
+    if cand.shape[0] >= n_best:
+        # each row's minimum is a candidate: the n_best-th lowest of them
+        # bounds the n_best lowest entries (cheaper than partitioning all)
+        bound = numpy.partition(cand.min(axis=1), n_best - 1)[n_best - 1]
+    else:
+        bound = numpy.partition(flat, n_best - 1)[n_best - 1]
+    part = numpy.flatnonzero(flat <= bound)
+    return part[numpy.lexsort((part, flat[part]))][:n_best]
 
 
 class _Beam(object):
@@ -71,10 +86,11 @@ class _Beam(object):
         """One step from the live hypotheses' next-word log-probabilities
         (live x V); returns the rows of the hypotheses that stay live."""
         scores = numpy.array([h.score for h in self.live], dtype='float32')
-        cand_flat = (scores[:, None] - log_probs).ravel()
+        cand = scores[:, None] - log_probs
+        cand_flat = cand.ravel()
         voc_size = log_probs.shape[1]
         new_live, survivors = [], []
-        for idx in _best_candidates(cand_flat, self.k - len(self.finished)):
+        for idx in _best_candidates(cand, self.k - len(self.finished)):
             if not numpy.isfinite(cand_flat[idx]):
                 break  # only a suppressed word (--suppress-unk) is left
             row, word = divmod(int(idx), voc_size)
@@ -124,9 +140,19 @@ class _Decoder(object):
 
     def step(self, source):
         """Every model's f_next outputs for the live rows (sentences ``source``)."""
-        return [f_next.named(dict(inputs, **gathered))
-                for (_, f_next), inputs, gathered
-                in zip(self.samplers, self.inputs, self._per_row(source))]
+        n = len(source)
+        pad = None
+        if n < MIN_ROWS:
+            pad = numpy.concatenate([numpy.arange(n), numpy.full(MIN_ROWS - n, n - 1)])
+            source = source[pad]
+        outs = []
+        for (_, f_next), inputs, gathered in zip(self.samplers, self.inputs,
+                                                 self._per_row(source)):
+            if pad is not None:
+                inputs = f_next.take_hyps(inputs, pad)
+            out = f_next.named(dict(inputs, **gathered))
+            outs.append(out if pad is None else f_next.take_hyps(out, numpy.arange(n)))
+        return outs
 
     def advance(self, outs, rows, words):
         """Next inputs: the hypotheses of ``rows`` extended by ``words``."""
@@ -137,12 +163,24 @@ class _Decoder(object):
             self.inputs[m] = inputs
 
 
+def log_probabilities(out):
+    """log p of the next word (rows x V) from one model's f_next outputs: the
+    log-softmax of its logits (computed in place: out['logits'] becomes log
+    p), or log of its probabilities if it has no logits."""
+    if 'logits' not in out:
+        return numpy.log(out['probs'])
+    log_p = out['logits']
+    log_p -= log_p.max(axis=1, keepdims=True)
+    log_p -= numpy.log(numpy.exp(log_p).sum(axis=1, keepdims=True))
+    return log_p
+
+
 def ensemble_log_probs(outs, suppress_unk=False):
     """log p of the next word (rows x V): the mean over the models of their
     log-probabilities; with suppress_unk UNK gets -inf."""
-    log_probs = numpy.log(outs[0]['probs'])
+    log_probs = log_probabilities(outs[0])
     if len(outs) > 1:
-        log_probs = sum(numpy.log(out['probs']) for out in outs) / numpy.float32(len(outs))
+        log_probs = sum(log_probabilities(out) for out in outs) / numpy.float32(len(outs))
     if suppress_unk:
         log_probs[:, UNK] = -numpy.inf
     return log_probs
@@ -230,7 +268,7 @@ def sample(f_init, f_next, x, maxlen, argmax=False):
         out = decoder.step(source)[0]
         word = int(out['probs'][0].argmax() if argmax else out['sample'][0])
         words.append(word)
-        score -= numpy.log(out['probs'][0, word])
+        score -= log_probabilities(out)[0, word]
         if word == EOS:
             break
         decoder.advance([out], source, [word])
@@ -290,7 +328,7 @@ def batch_force_decode(f_init, f_next, x, x_mask, y, y_mask, return_attention=Fa
     attention = []
     for t in range(y.shape[0]):
         out = decoder.step(rows)[0]
-        costs[t] = -numpy.log(out['probs'][rows, y[t]]) * y_mask[t]
+        costs[t] = -log_probabilities(out)[rows, y[t]] * y_mask[t]
         attention.append(out.get('prev_alpha'))
         decoder.advance([out], rows, y[t])
     return (costs, attention) if return_attention else costs
