@@ -106,7 +106,10 @@ def main(argv=None):
         pairs = pair_ids(read_lines(args.source), read_lines(args.target),
                          args.source, args.target, word_dicts, options)
         if args.inference == 'authors':
-            nmt.check_options(dict(options, inference='authors'))
+            try:
+                nmt.check_options(dict(options, inference='authors'))
+            except InputError as e:
+                raise InputError('%s: %s' % (args.model, e))
     except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
