@@ -35,6 +35,8 @@ import os
 import random
 import sys
 
+from text_io import InputError, read_lines
+
 # source noun -> (target noun, class); 8 nouns per class, class not visible in form
 NOUNS = {
     "dog": ("burek", "a"), "horse": ("konal", "a"), "king": ("tsaro", "a"),
@@ -206,11 +208,6 @@ def agreement_stats(src_lines, hyp_lines):
 
 
 # ---------------------------------------------------------------- CLI
-def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
 def _cmd_generate(args):
     for name in ("train", "dev", "test"):
         if getattr(args, name) < 0:
@@ -228,10 +225,10 @@ def _cmd_generate(args):
 
 
 def _cmd_agreement(args):
-    src, hyp = _read_lines(args.src), _read_lines(args.hyp)
+    src, hyp = read_lines(args.src, allow_empty=True), read_lines(args.hyp, allow_empty=True)
     stats = agreement_stats(src, hyp)
     if args.ref:
-        ref = _read_lines(args.ref)
+        ref = read_lines(args.ref, allow_empty=True)
         if len(ref) != len(src):
             raise ValueError("line count mismatch: %d source vs %d reference lines"
                              % (len(src), len(ref)))
@@ -267,7 +264,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         (_cmd_generate if args.cmd == "generate" else _cmd_agreement)(args)
-    except (OSError, ValueError, RuntimeError) as e:
+    except (OSError, ValueError, RuntimeError, InputError) as e:
         msg = "%s: %s" % (e.strerror, e.filename) if isinstance(e, OSError) and e.strerror else e
         print("error: %s" % msg, file=sys.stderr)
         return 1
