@@ -12,7 +12,7 @@ train      builds the training graph exactly as ``nmt.train`` does (adadelta
            then ``f_update``, ``allow_gc=True``): a stand-in for the original
            code on the same machine.
 translate  compiles ``nmt.build_sampler`` for a randomly initialised model and
-           translates N random source sentences with ``nmt.gen_sample``
+           translates N random source sentences with ``beam_search.translate_best``
            (beam 12, maxlen = 2 x source length), picking the best hypothesis
            with the length-normalised score.  A random model almost never
            emits eos early, so nearly every sentence runs to maxlen: the
@@ -255,6 +255,7 @@ def bench_train(config, decoder, n_updates, original_style, seed):
 
 def bench_translate(config, decoder, n_sentences, seed):
     import nmt
+    from beam_search import translate_best
     import theano
     from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
@@ -274,13 +275,9 @@ def bench_translate(config, decoder, n_sentences, seed):
                for _ in range(n_sentences)]
 
     def translate(words):
-        ids = words + [0]
-        x = numpy.array(ids, dtype='int64').reshape([len(ids), 1])
         maxlen = 2 * len(words)
-        samples, scores = nmt.gen_sample(tparams, f_init, f_next, x, options, k=BEAM,
-                                         maxlen=maxlen, stochastic=False)
-        best = samples[nmt.best_hypothesis(samples, scores, normalize=True)]
-        return best, maxlen
+        best = translate_best(f_init, f_next, words + [0], BEAM, True, maxlen)
+        return best.words, maxlen
 
     # warm-up: one short sentence (first calls allocate the buffers)
     translate(sources[0][:lo])
