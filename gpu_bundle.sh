@@ -62,6 +62,7 @@ pack() {
 self-contained one (pyenv, python-build-standalone): PYTHON=/path/python3.11 bash setup.sh" ;;
     esac
     stage=$(mktemp -d)
+    trap 'rm -rf "$stage"' EXIT
     copy_python "$prefix" "$stage/python"
     copy_site_packages "$site" "$stage/site-packages"
     mkdir -p "$stage/venv/lib" "$stage/venv/include"
@@ -77,8 +78,7 @@ self-contained one (pyenv, python-build-standalone): PYTHON=/path/python3.11 bas
         echo "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
         (cd "$site" && ls -d ./*.dist-info ./*.egg-info) | sed 's|^\./|PACKAGE=|'
     } > "$stage/MANIFEST"
-    tar -C "$stage" -cf - . | xz -9e -T0 > "$out"
-    rm -rf "$stage"
+    tar -C "$stage" -cf - . | xz ${GPU_BUNDLE_XZ:--9} -T0 > "$out"
     echo "gpu_bundle: $out, $(du -m "$out" | cut -f1) MiB ($(stat -c %s "$out") bytes)"
 }
 
@@ -88,6 +88,7 @@ unpack() {
     local bundle=$1 tmp prefix version site
     [ -f "$bundle" ] || die "no bundle $bundle"
     tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
     xz -dc "$bundle" | tar -xf - -C "$tmp"
     prefix=$(manifest PYTHON_PREFIX "$tmp")
     version=$(manifest PYTHON_VERSION "$tmp")
@@ -104,7 +105,6 @@ unpack() {
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     cp -a "$tmp/site-packages/." "$site/"
     cp -a "$tmp/venv/." .venv/
-    rm -rf "$tmp"
     if [ -d .venv/cuda ]; then
         .venv/bin/python gpu_libs.py link --search .venv/cuda
     else
