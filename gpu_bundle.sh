@@ -2,7 +2,7 @@
 # Offline bundle for a GPU node without network (notes/README-gpu.md).
 #
 #   bash gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR]   here, with network
-#   bash gpu_bundle.sh unpack BUNDLE                    there, in the project
+#   bash gpu_bundle.sh unpack BUNDLE [--no-check]       there, in the project
 #
 # pack: `setup.sh --gpu-packages` (the pinned packages and Debian's libgpuarray
 # and pygpu in .venv), then one xz archive of what .venv runs on: the base
@@ -62,7 +62,8 @@ pack() {
 self-contained one (pyenv, python-build-standalone): PYTHON=/path/python3.11 bash setup.sh" ;;
     esac
     stage=$(mktemp -d)
-    trap 'rm -rf "$stage"' EXIT
+    GPU_BUNDLE_TMP=$stage
+    trap 'rm -rf "$GPU_BUNDLE_TMP"' EXIT
     copy_python "$prefix" "$stage/python"
     copy_site_packages "$site" "$stage/site-packages"
     mkdir -p "$stage/venv/lib" "$stage/venv/include"
@@ -85,10 +86,11 @@ self-contained one (pyenv, python-build-standalone): PYTHON=/path/python3.11 bas
 manifest() { sed -n "s/^$1=//p" "$2/MANIFEST"; }
 
 unpack() {
-    local bundle=$1 tmp prefix version site
+    local bundle=$1 check=${2:-} tmp prefix version site
     [ -f "$bundle" ] || die "no bundle $bundle"
     tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
+    GPU_BUNDLE_TMP=$tmp
+    trap 'rm -rf "$GPU_BUNDLE_TMP"' EXIT
     xz -dc "$bundle" | tar -xf - -C "$tmp"
     prefix=$(manifest PYTHON_PREFIX "$tmp")
     version=$(manifest PYTHON_VERSION "$tmp")
@@ -110,14 +112,16 @@ unpack() {
     else
         .venv/bin/python gpu_libs.py link
     fi
-    THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu_check.py
+    [ "$check" = --no-check ] ||
+        THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu_check.py
 }
 
 case "${1:-}" in
     pack) [ $# -ge 2 ] || die "usage: gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR]"
           if [ "${3:-}" = --nvrtc ]; then pack "$2" "${4:?--nvrtc DIR}"; else pack "$2"; fi ;;
-    unpack) [ $# -eq 2 ] || die "usage: gpu_bundle.sh unpack BUNDLE"
-            unpack "$2" ;;
-    *) echo "usage: bash gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR] | unpack BUNDLE" >&2
+    unpack) [ $# -eq 2 ] || [ "${3:-}" = --no-check ] ||
+                die "usage: gpu_bundle.sh unpack BUNDLE [--no-check]"
+            unpack "$2" "${3:-}" ;;
+    *) echo "usage: bash gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR] | unpack BUNDLE [--no-check]" >&2
        exit 2 ;;
 esac

@@ -22,10 +22,11 @@ GPU: ``THEANO_FLAGS=device=cuda`` is the one switch (notes/README-gpu.md).  Then
 this module (1) checks that ``setup.sh --gpu`` made the links libgpuarray
 loads, (2) re-executes the interpreter once with them on LD_LIBRARY_PATH (the
 dynamic loader reads that variable only when a process starts, and
-libgpuarray dlopens bare library names), (3) turns cuDNN off, and (4) after
-``import theano`` stops the program with ``error: ...`` if the GPU did not
-come up, where Theano would log the failure and quietly run on the CPU.
-Theano itself is never imported here.
+libgpuarray dlopens bare library names), (3) turns cuDNN off, (4) works
+around a theano-pymc 1.1.2 bug that always kept Theano off the GPU
+(_fix_gpuarray_optdb), and (5) after ``import theano`` stops the program with
+``error: ...`` if the GPU did not come up, where Theano would log the failure
+and quietly run on the CPU.  Theano itself is never imported here.
 """
 import glob
 import importlib.abc
@@ -185,36 +186,52 @@ class _GpuLog(logging.Handler):
             _GpuLog.reason = reason
 
 
-def _check_gpu_active():
+def _check_gpu_active(theano_module):
+    """After ``import theano``: stop unless the GPU back-end came up whole."""
     gpuarray = sys.modules.get("theano.gpuarray")
-    if gpuarray is None or not getattr(gpuarray, "pygpu_activated", False):
+    # init_dev sets pygpu_activated before use() finishes: an error logged
+    # after it still leaves Theano on the CPU
+    if gpuarray is None or not gpuarray.pygpu_activated or _GpuLog.reason:
         _fail("Theano did not start it (%s)"
               % (_GpuLog.reason or "theano.gpuarray was not initialised"))
 
 
-class _AfterTheanoImport(importlib.abc.MetaPathFinder):
-    """Runs _check_gpu_active once ``import theano`` has executed."""
+def _fix_gpuarray_optdb(optdb_module):
+    """theano-pymc 1.1.2 bug: importing the submodule theano.gpuarray.optdb
+    replaces the name ``optdb`` (theano.compile.optdb) in theano.gpuarray's
+    namespace, so theano.gpuarray.use() fails on ``optdb.add_tags`` and
+    Theano stays on the CPU.  The submodule gets the method it is asked for."""
+    from theano.compile import optdb
+    optdb_module.add_tags = optdb.add_tags
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a function on a module once its code has executed."""
+
+    def __init__(self, name, after):
+        self.name, self.after = name, after
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "theano":
+        if fullname != self.name:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("theano")
+        spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
 
-        def exec_and_check(module):
+        def exec_then(module):
             exec_module(module)
-            _check_gpu_active()
-        spec.loader.exec_module = exec_and_check
+            self.after(module)
+        spec.loader.exec_module = exec_then
         return spec
 
 
 def _prepare_gpu():
     _ensure_library_path()
     logging.getLogger("theano.gpuarray").addHandler(_GpuLog())
-    sys.meta_path.insert(0, _AfterTheanoImport())
+    sys.meta_path[:0] = [_AfterImport("theano", _check_gpu_active),
+                         _AfterImport("theano.gpuarray.optdb", _fix_gpuarray_optdb)]
 
 
 if "theano" not in sys.modules:

@@ -7,7 +7,7 @@ parameters of conftest.Model): the per-sentence costs of a batch, beam search
 over a few source sentences, and one training update built as nmt.train
 builds it (regularised cost, gradients clipped to norm 1, fused Adadelta,
 dropout on).  Saved to OUT.npz under '<config>/...' keys; hypotheses as
-strings of ids.  Progress goes to stderr.
+strings of ids.  Progress goes to stderr.  Compilation mode: see gpu_mode.
 """
 import os
 import sys
@@ -17,7 +17,8 @@ from collections import OrderedDict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import CONFIGS, Model, make_batch  # noqa: E402  (theano_env first)
+from conftest import (CONFIGS, FAST_RUN_FORWARD, FULL, Model,  # noqa: E402
+                      make_batch)  # (conftest imports theano_env first)
 
 BATCH_SEED = 7
 BEAM, MAXLEN = 5, 12
@@ -72,15 +73,32 @@ def training_update(model, batch):
     return float(train_cost), deltas
 
 
+def gpu_mode(name):
+    """conftest's rule on the GPU: FAST_RUN (as nmt.py runs) for the
+    configurations of FAST_RUN_FORWARD (all with NMT_TESTS_FULL=1),
+    FAST_COMPILE for the others, which differ from those by a scoring
+    function or an option only.  Where THEANO_FLAGS sets a mode, that one."""
+    import theano
+    import theano_env
+    given = theano_env._parse_flags(os.environ.get('THEANO_FLAGS', ''))
+    if 'mode' in given or FULL or name in FAST_RUN_FORWARD:
+        return theano.config.mode
+    return 'FAST_COMPILE'
+
+
 def run(name):
+    import theano
     t0 = time.time()
-    model = Model(name, CONFIGS[name])
-    batch = make_batch(BATCH_SEED)
-    out = {'costs': costs(model, batch)}
-    out.update(beam_search(model))
-    out['train_cost'], deltas = training_update(model, batch)
-    out.update(deltas)
+    # every function (and scan's inner ones) is compiled inside this block
+    with theano.config.change_flags(mode=gpu_mode(name)):
+        model = Model(name, CONFIGS[name])
+        batch = make_batch(BATCH_SEED)
+        out = {'costs': costs(model, batch)}
+        out.update(beam_search(model))
+        out['train_cost'], deltas = training_update(model, batch)
+        out.update(deltas)
     out['seconds'] = time.time() - t0
+    out['mode'] = str(gpu_mode(name))
     return out
 
 

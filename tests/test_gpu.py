@@ -5,9 +5,9 @@ training update (fused Adadelta, dropout on, as nmt.train) agree to 1e-4
 relative, and beam search returns the same translations (a different best
 hypothesis is accepted only where the CPU scores both within float32
 rounding: a tie).  The numbers come from child processes (tests/gpu_worker.py),
-some with device=cuda (the default FAST_RUN mode, as nmt.py runs) and as
-many with device=cpu (FAST_COMPILE), run side by side; they exchange .npz
-files.
+some with device=cuda (FAST_RUN, as nmt.py runs, for the configurations
+conftest compiles in FAST_RUN; see gpu_worker.gpu_mode) and some with
+device=cpu (FAST_COMPILE), run side by side; they exchange .npz files.
 
 Skipped, with the reason, where there is no GPU: pygpu or the CUDA links of
 ``setup.sh --gpu`` missing, or no CUDA device.  Where they are there and the
@@ -92,8 +92,10 @@ def numbers(tmp_path_factory):
     """{'cuda': {...}, 'cpu': {...}}: every configuration's numbers per device."""
     tmp = str(tmp_path_factory.mktemp('gpu'))
     names = list(CONFIGS)
-    n_procs = max(1, min(len(names), (os.cpu_count() or 2) // 2))
-    running = {d: _start_workers(d, names, tmp, n_procs) for d in ('cuda', 'cpu')}
+    cores = os.cpu_count() or 2
+    # the GPU workers compile the most (FAST_RUN, GPU kernels)
+    procs = {'cuda': min(len(names), cores), 'cpu': min(len(names), max(1, cores // 4))}
+    running = {d: _start_workers(d, names, tmp, n) for d, n in procs.items()}
     return {d: _collect(procs) for d, procs in running.items()}
 
 
