@@ -654,11 +654,13 @@ LAYERS = {
 
 
 def get_layer(name):
-    try:
+    """(init, apply) of a building block or of a decoder (dl4mt's lookup)."""
+    if name in LAYERS:
         return LAYERS[name]
-    except KeyError:
-        raise ValueError('unknown layer %r (known: %s)'
-                         % (name, ', '.join(sorted(LAYERS))))
+    if name in DECODERS:
+        return DECODERS[name].init, DECODERS[name].apply
+    raise ValueError('unknown layer %r (known: %s)'
+                     % (name, ', '.join(sorted(LAYERS) + list(DECODERS))))
 
 
 STATE_SCORINGS = ('content', 'content_scope')
