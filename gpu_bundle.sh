@@ -107,6 +107,7 @@ unpack() {
     fi
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     cp -a "$tmp/site-packages/." "$site/"
+    .venv/bin/python theano_gpu_fix.py
     cp -a "$tmp/venv/." .venv/
     if [ -d .venv/cuda ]; then
         .venv/bin/python gpu_libs.py link --search .venv/cuda

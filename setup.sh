@@ -90,6 +90,7 @@ gpu_install_packages() {  # libgpuarray, its headers and pygpu into .venv
     rm -rf "$site/pygpu/tests" "$site"/pygpu/*.c "$tmp"
     .venv/bin/python -m pip install -q --disable-pip-version-check $GPU_PIP_PACKAGES \
         2> >(grep -v "^WARNING: Location" >&2)
+    .venv/bin/python theano_gpu_fix.py
     echo "setup: libgpuarray and pygpu $GPU_DEB_VERSION in .venv"
 }
 
