@@ -10,6 +10,9 @@ it, and seven lifters kept the old signature.  Every lift then fails with a
 TypeError that Theano only logs ("missing 1 required positional argument:
 'outputs'"), and the whole graph stays on the CPU while the GPU is active.
 This passes the graph at both calls and adds it to the seven signatures.
+Likewise the C linker now passes ``c_compiler=`` to every ``c_*`` hook, but
+``HideC``, which the GPU ops use to hide the C code of their CPU parents,
+accepts no keyword: every GPU op then fails to compile.  Its hook takes them.
 
 Run by ``setup.sh --gpu`` and ``gpu_bundle.sh unpack``; safe to run again
 (it changes nothing the second time).  ``--check`` only reports, with exit
@@ -21,26 +24,28 @@ import os
 import re
 import sys
 
-# (file under theano/gpuarray, old text, new text)
+# (file under the theano package, old text, new text)
 CALL_SITES = [
-    ('opt_util.py',
+    ('link/c/interface.py', '    def __hide(*args):', '    def __hide(*args, **kwargs):'),
+    ('gpuarray/opt_util.py',
      'new_op = maker(node.op, context_name, node.inputs, node.outputs)',
      'new_op = maker(fgraph, node.op, context_name, node.inputs, node.outputs)'),
-    ('opt.py',
+    ('gpuarray/opt.py',
      'new_ops = lopt.transform(\n                        node.op,',
      'new_ops = lopt.transform(\n                        fgraph,\n                        node.op,'),
 ]
 # lifters that still have the old signature
 OLD_SIGNATURE = re.compile(r'^def (local_\w+)\(op, (ctx_name|context_name), inputs, outputs\):',
                            re.M)
-LIFTER_FILES = ('dnn_opt.py', 'extra_ops.py', 'multinomial.py', 'sort.py')
+LIFTER_FILES = tuple('gpuarray/%s.py' % n for n in ('dnn_opt', 'extra_ops', 'multinomial',
+                                                     'sort'))
 
 
-def gpuarray_dir():
+def theano_dir():
     spec = importlib.util.find_spec('theano')
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit('error: theano is not installed in this Python')
-    return os.path.join(list(spec.submodule_search_locations)[0], 'gpuarray')
+    return list(spec.submodule_search_locations)[0]
 
 
 def repaired_text(name, text):
@@ -57,7 +62,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--check', action='store_true', help='report only')
     args = p.parse_args(argv)
-    folder = gpuarray_dir()
+    folder = theano_dir()
     pending = []
     for name in sorted({c[0] for c in CALL_SITES} | set(LIFTER_FILES)):
         path = os.path.join(folder, name)
