@@ -13,6 +13,9 @@ This passes the graph at both calls and adds it to the seven signatures.
 Likewise the C linker now passes ``c_compiler=`` to every ``c_*`` hook, but
 ``HideC``, which the GPU ops use to hide the C code of their CPU parents,
 accepts no keyword: every GPU op then fails to compile.  Its hook takes them.
+Two more places assume what changed: ``GraphToGPU`` takes ``len`` of what
+is now a generator, and the element-wise fusion flattens a test value that
+is a GPU array.
 
 Run by ``setup.sh --gpu`` and ``gpu_bundle.sh unpack``; safe to run again
 (it changes nothing the second time).  ``--check`` only reports, with exit
@@ -30,6 +33,15 @@ CALL_SITES = [
     ('gpuarray/opt_util.py',
      'new_op = maker(node.op, context_name, node.inputs, node.outputs)',
      'new_op = maker(fgraph, node.op, context_name, node.inputs, node.outputs)'),
+    ('gpuarray/opt.py',
+     'node_created[lopt] += len(\n                    applys_between(',
+     'node_created[lopt] += len(list(\n                    applys_between('),
+    ('gpuarray/opt.py',
+     '[mapping[i] for i in node.inputs], outputs)\n                )',
+     '[mapping[i] for i in node.inputs], outputs))\n                )'),
+    ('tensor/opt.py',
+     'tmp.tag.test_value = tv.flatten()[0]',
+     'tmp.tag.test_value = np.asarray(tv).flatten()[0]'),
     ('gpuarray/opt.py',
      'new_ops = lopt.transform(\n                        node.op,',
      'new_ops = lopt.transform(\n                        fgraph,\n                        node.op,'),
