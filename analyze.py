@@ -231,10 +231,11 @@ def cmd_trees(args):
             lines.append(text if len(inputs) == 1 else '%s\t%s' % (label, text))
             progress(done)
         record = pick(records, args.index or 0, path)
-        drawn.append((sentence_trees(record)[0], record.words,
+        tree, right = sentence_trees(record)
+        drawn.append((tree, record.words,
                       '%s, sentence %d (Algorithm 1)' % (label, record.number)))
         if args.right_branching:
-            drawn.append((sentence_trees(record)[1], record.words, 'right-branching'))
+            drawn.append((right, record.words, 'right-branching'))
     if args.png:
         import analysis_plots
         analysis_plots.trees_figure(drawn, args.png)

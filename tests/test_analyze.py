@@ -56,6 +56,7 @@ def test_authors_inference_has_two_start_items():
     numpy.testing.assert_allclose(r.word_weights(2), [0.5])   # token 0 ('a')
     assert r.start_weight(2) == pytest.approx(0.5)
     assert r.item_labels(3) == ['<s>', '<s>', 'a']
+    numpy.testing.assert_array_equal(r.word_matrix(), numpy.zeros((2, 2)))
 
 
 @pytest.mark.parametrize('previous, message', [
