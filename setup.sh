@@ -29,6 +29,20 @@ if ! ls /usr/lib/*/openblas-pthread/libopenblas.so* >/dev/null 2>&1; then
     fi
 fi
 
+# A font with Chinese/Japanese/Korean glyphs for analyze.py's figures (words on
+# the axes); without one, analyze.py warns and such glyphs show as boxes.
+if ! ls /usr/share/fonts/truetype/wqy/wqy-*.tt? /usr/share/fonts/opentype/noto/NotoSansCJK* \
+        >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "setup: installing a CJK font (fonts-wqy-microhei) with apt-get" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-microhei >/dev/null
+    else
+        echo "setup: no CJK font and apt-get not usable; analyze.py figures will show" \
+             "Chinese words as boxes. Install fonts-wqy-microhei to fix." >&2
+    fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
