@@ -118,7 +118,7 @@ def config_line(name, options):
     _, what, paper = CONFIGS[name]
     paper_text = ('%.0fM' % (paper / 1e6)) if paper else 'not stated'
     return ('%s, residual %s: %s parameters (paper: %s) -- %s'
-            % (name, options['residual'], format(count_params(options), ','),
+            % (name, fill_options(options)['residual'], format(count_params(options), ','),
                paper_text, what))
 
 

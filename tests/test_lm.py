@@ -26,8 +26,12 @@ for _enc in ('gru', 'lstm'):
                                                        att_scoring=_sc)
 CONFIGS['lstm-attentive-tied-dropout'] = dict(encoder='lstm', residual='attentive',
                                               tie_embeddings=True, use_dropout=True)
+# each residual variant and each recurrent layer at least once (every
+# compilation costs ~10-20 s on the 2-core machine)
 GRAD_CONFIGS = ['gru-none', 'lstm-mean', 'gru-attentive-content',
                 'lstm-attentive-content_scope', 'lstm-attentive-tied-dropout']
+SAMPLER_CONFIGS = ['lstm-none', 'gru-mean', 'gru-attentive-content_scope',
+                   'lstm-attentive-content', 'lstm-attentive-tied-dropout']
 
 
 def batch(seed=3, lengths=(4, 1, 6, 0), n_words=11):
@@ -154,7 +158,7 @@ def test_cost_matches_numpy(get_lm, name):
         assert np.abs(alphas[5, 2, :6] - 1. / 6).max() > 0.05
 
 
-@pytest.mark.parametrize('name', list(CONFIGS))
+@pytest.mark.parametrize('name', SAMPLER_CONFIGS)
 def test_sampler_step_by_step_equals_training_graph(get_lm, name):
     """Feeding each sentence's own words through f_next gives the training
     graph's cost, and the attentive residual's weights, row for row."""
@@ -234,6 +238,25 @@ def test_paper_configurations():
     opts = lm.config_options('aaai-ptb', 'none')
     assert (opts['encoder'], opts['dim_word'], opts['dim'], opts['n_words']) == \
         ('lstm', 150, 300, 10000)
+
+
+def test_config_sets_sizes_that_the_command_line_does_not(capsys):
+    import lm
+    args = lm.parse_args(['train', '--model', 'm.npz', '--data', 'd.txt', '--config',
+                          'naacl-wiki', '--residual', 'mean', '--n_words', '50000'])
+    kwargs = lm._train_kwargs(args)
+    assert (kwargs['dim'], kwargs['dim_word'], kwargs['encoder']) == (296, 296, 'lstm')
+    assert kwargs['n_words'] == 50000 and kwargs['residual'] == 'mean'
+    line = capsys.readouterr().out
+    assert line.startswith('naacl-wiki, residual mean: ') and '(paper: 47M)' in line
+    assert format(lm.count_params(kwargs), ',') in line
+    kwargs = lm._train_kwargs(lm.parse_args(['train', '--model', 'm.npz', '--data', 'd.txt',
+                                             '--config', 'aaai-ptb']))
+    assert (kwargs['dim_word'], kwargs['dim'], kwargs['n_words']) == (150, 300, 10000)
+    V, e, d = 10000, 150, 300   # embeddings, LSTM, W_s, W_y, output layer
+    count = V * e + (e * 4 * d + d * 4 * d + 4 * d) + (d * e + e) + (e * e + e) + (e * V + V)
+    assert ('residual none: %s parameters (paper: not stated)' % format(count, ',')
+            in capsys.readouterr().out)
 
 
 def test_monolingual_iterator(tmp_path):
