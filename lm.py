@@ -304,7 +304,8 @@ def perplexity(total_cost, n_words):
 
 
 def scoring_iterator(path, word_dict, options, batch_size):
-    """Every sentence of a file (none skipped for length), in file order."""
+    """Every sentence of a file, none skipped for length, batch after batch
+    in file order (sorted by length within a batch)."""
     return MonolingualIterator(path, word_dict, batch_size=batch_size, maxlen=float('inf'),
                                n_words=options['n_words'], sort_k_batches=1)
 
@@ -319,7 +320,7 @@ def load_model(path):
     saved = load_options(path)
     if saved.get('model_kind') != MODEL_KIND:
         kind = ('a translation model (nmt.py)' if 'decoder' in saved
-                else 'not a model of lm.py')
+                else 'a model of another kind (no model_kind in its options)')
         raise InputError('%s: %s, not a language model of lm.py' % (path, kind))
     options = fill_options(saved)
     check_options(options)
