@@ -121,12 +121,33 @@ def machine_info():
         ('cpu', cpu), ('cores', os.cpu_count()),
         ('blas', theano.config.blas__ldflags),
         ('theano_device', theano.config.device),
+        ('gpu', gpu_name()),
+        # the caching allocator keeps what was allocated: about the peak
+        ('gpu_mem_used_mib', gpu_mem_used_mib()),
         ('floatX', theano.config.floatX),
         ('allow_gc_flag', bool(theano.config.allow_gc)),
         ('python', platform.python_version()),
         ('numpy', numpy.__version__), ('theano', theano.__version__),
         ('loadavg_at_end', load),
     ])
+
+
+def gpu_name():
+    """The GPU's name when Theano runs on one (THEANO_FLAGS=device=cuda), else None."""
+    import theano
+    if not theano.config.device.startswith('cuda'):
+        return None
+    from theano.gpuarray.type import get_context
+    return get_context(None).devname
+
+
+def gpu_mem_used_mib():
+    import theano
+    if not theano.config.device.startswith('cuda'):
+        return None
+    from theano.gpuarray.type import get_context
+    ctx = get_context(None)
+    return (ctx.total_gmem - ctx.free_gmem) // 2 ** 20
 
 
 def peak_rss_mb():

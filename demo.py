@@ -40,6 +40,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
 import toy_corpus  # noqa: E402  (no Theano import in this process)
+from text_io import read_lines  # noqa: E402
 
 # the decoder variants the demo compares (names of layers.VARIANTS)
 MODELS = ('baseline', 'attentive')
@@ -242,11 +243,6 @@ def translate(args, name, data_dir, model_path, out_path):
                         % (name, err[-1][len('error:'):].strip() if err
                            else (errors[-1] if errors else 'exit status %d' % rc)))
     return round(time.time() - t0, 1)
-
-
-def read_lines(path):
-    with open(path, encoding='utf-8') as f:
-        return [line.rstrip('\n') for line in f]
 
 
 def score(data_dir, hyp_path):

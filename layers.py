@@ -10,7 +10,9 @@ Shared mechanisms exist once: ``gru_step`` (the GRU recurrence, also the
 first half of the conditional GRU), ``source_attention`` (the Bahdanau
 attention inside the conditional GRU), and ``target_attention`` with
 ``target_attention_scores`` (the attention over previous target words or
-decoder states used by the residual, memory and self-attentive decoders).
+decoder states used by the residual, memory and self-attentive decoders),
+and ``residual_summary`` with ``residual_summary_step`` (the d_t of the
+residual decoder and of lm.py's language model).
 """
 import contextlib
 from collections import OrderedDict, namedtuple
@@ -174,6 +176,65 @@ def gru_layer(tparams, state_below, options, prefix='gru', mask=None, **kwargs):
         non_sequences=[tparams[_p(prefix, 'U')], tparams[_p(prefix, 'Ux')]],
         name=_p(prefix, 'layers'), n_steps=nsteps, strict=True)
     return [rval]
+
+
+def gru_one_step(tparams, state_below, prefix, mask, states):
+    """One GRU step on n x nin inputs from [h_] (decoding); returns [h]."""
+    x_, xx_ = _input_projections(tparams, state_below, prefix)
+    return [gru_step(mask, x_, xx_, states[0], tparams[_p(prefix, 'U')],
+                     tparams[_p(prefix, 'Ux')])]
+
+
+# --------------------------------------------------------------------------
+# LSTM (the language model's other recurrent layer, lm.py)
+#
+# One step, gates in the order input, forget, output, candidate (no peepholes):
+#   [a_i, a_f, a_o, a_c] = x W + b + h_{t-1} U
+#   c_t = sigmoid(a_f) * c_{t-1} + sigmoid(a_i) * tanh(a_c)
+#   h_t = sigmoid(a_o) * tanh(c_t)
+# Where the mask is 0, h and c keep their previous values.
+
+def param_init_lstm(options, params, prefix='lstm', nin=None, dim=None):
+    params[_p(prefix, 'W')] = numpy.concatenate(
+        [norm_weight(nin, dim) for _ in range(4)], axis=1)
+    params[_p(prefix, 'U')] = numpy.concatenate(
+        [ortho_weight(dim) for _ in range(4)], axis=1)
+    params[_p(prefix, 'b')] = zeros(4 * dim)
+    return params
+
+
+def lstm_step(m_, x_, h_, c_, U):
+    """One LSTM transition; x_ = emb @ W + b is precomputed.  Returns (h, c)."""
+    dim = U.shape[0]
+    preact = tensor.dot(h_, U) + x_
+    i = tensor.nnet.sigmoid(_slice(preact, 0, dim))
+    f = tensor.nnet.sigmoid(_slice(preact, 1, dim))
+    o = tensor.nnet.sigmoid(_slice(preact, 2, dim))
+    c = f * c_ + i * tensor.tanh(_slice(preact, 3, dim))
+    h = o * tensor.tanh(c)
+    return masked_keep(m_, h, h_), masked_keep(m_, c, c_)
+
+
+def lstm_layer(tparams, state_below, options, prefix='lstm', mask=None, **kwargs):
+    """LSTM over a T x n x nin sequence from zero states; returns [h, c]."""
+    nsteps = state_below.shape[0]
+    n_samples = state_below.shape[1]
+    dim = tparams[_p(prefix, 'U')].shape[0]
+    if mask is None:
+        mask = tensor.alloc(numpy.float32(1.), nsteps, n_samples)
+    x_ = tensor.dot(state_below, tparams[_p(prefix, 'W')]) + tparams[_p(prefix, 'b')]
+    zero = tensor.alloc(numpy.float32(0.), n_samples, dim)
+    (h, c), _ = theano.scan(
+        lstm_step, sequences=[mask, x_], outputs_info=[zero, zero],
+        non_sequences=[tparams[_p(prefix, 'U')]],
+        name=_p(prefix, 'layers'), n_steps=nsteps, strict=True)
+    return [h, c]
+
+
+def lstm_one_step(tparams, state_below, prefix, mask, states):
+    """One LSTM step on n x nin inputs from [h_, c_] (decoding); returns [h, c]."""
+    x_ = tensor.dot(state_below, tparams[_p(prefix, 'W')]) + tparams[_p(prefix, 'b')]
+    return list(lstm_step(mask, x_, states[0], states[1], tparams[_p(prefix, 'U')]))
 
 
 # --------------------------------------------------------------------------
@@ -487,16 +548,58 @@ def append_step(rows, item):
     return tensor.concatenate([rows, tensor.shape_padleft(item)], axis=0)
 
 
+def param_init_residual(options, params, prefix, dim_word, dim_state, dim_ctx=None):
+    """Parameters of the residual summary d_t: the attentive residual's
+    scoring (``prefix``_W_prev, ...); the mean residual has none."""
+    if options['residual'] == 'attentive':
+        param_init_target_attention(params, prefix, options['att_scoring'],
+                                    dim_item=dim_word, dim_key=dim_word,
+                                    dim_state=dim_state, dim_ctx=dim_ctx)
+    return params
+
+
+def residual_summary(tparams, options, prefix, emb, mask, state=None, ctx=None):
+    """d_t of every row of the shifted embeddings (training graph).
+
+    Mean: eq. 9/11 over rows 1..t; attentive: eq. 10-12 over rows 0..t, the
+    query (s_t or c_t, by the scoring) from ``state``/``ctx``.  Returns
+    (d T x n x e, weights T x n x T or None for the mean).
+    """
+    window = window_mask(mask)
+    if options['residual'] == 'mean':
+        return prefix_mean(emb, window), None
+    return target_attention(tparams, prefix, options['att_scoring'], emb, window,
+                            state=state, ctx=ctx)
+
+
+def residual_summary_step(tparams, options, prefix, carry, emb, state=None, ctx=None):
+    """One decoding step of d_t over the carried words plus ``emb``.
+
+    ``carry``: 'prev_embs' (and for the attentive residual 'prev_keys'), the
+    rows of the previous steps.  Returns (d n x e, weights n x J or None, the
+    new carry).
+    """
+    items = append_step(carry['prev_embs'], emb)
+    new_carry = {'prev_embs': items}
+    if options['residual'] == 'mean':
+        # mean of rows 1..J-1 (row 0 is the zero embedding); 0 at the first step
+        n_words = tensor.maximum(items.shape[0] - 1, 1).astype('float32')
+        return items[1:].sum(0) / n_words, None, new_carry
+    scoring = options['att_scoring']
+    keys = append_step(carry['prev_keys'],
+                       target_attention_keys(tparams, prefix, scoring, emb))
+    new_carry['prev_keys'] = keys
+    d, w = target_attention_step(tparams, prefix, scoring, items, keys, state, ctx)
+    return d, w, new_carry
+
+
 def param_init_gru_cond_residual(options, params, prefix='decoder', nin=None,
                                  dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    if options['residual'] == 'attentive':
-        # the authors' code names these cond_att_*
-        param_init_target_attention(params, 'cond_att', options['att_scoring'],
-                                    dim_item=nin, dim_key=nin, dim_state=dim,
-                                    dim_ctx=dimctx)
-    return params
+    # the authors' code names these cond_att_*
+    return param_init_residual(options, params, 'cond_att', dim_word=nin,
+                               dim_state=dim, dim_ctx=dimctx)
 
 
 def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
@@ -508,43 +611,26 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
     The recurrence is the baseline's; d_t replaces y_{t-1} in ff_logit_prev
     (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).  Decoding carries
     'prev_embs' (row 0 is the zero embedding of the first step) and, for the
-    attentive residual, their keys 'prev_keys'.
+    attentive residual, their keys 'prev_keys'; with the authors' inference
+    (REFERENCE.md 5b) 'memory', 'memory_keys' and 'time' instead.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
                          init_state=init_state, context_mask=context_mask, **kwargs)
-    if one_step:
-        return _residual_step(tparams, options, out, state_below, carry)
-    window = window_mask(mask)
-    if options['residual'] == 'mean':
-        out['readout_prev'] = prefix_mean(state_below, window)
-        return out
-    d, w = target_attention(tparams, 'cond_att', options['att_scoring'], state_below,
-                            window, state=out['states'], ctx=out['ctxs'])
+    if (one_step and options['residual'] == 'attentive'
+            and options.get('inference') == 'authors'):
+        d, w, out['carry'] = _authors_residual_step(tparams, options, out, state_below,
+                                                    carry)
+    elif one_step:
+        d, w, out['carry'] = residual_summary_step(
+            tparams, options, 'cond_att', carry, state_below,
+            state=out['states'], ctx=out['ctxs'])
+    else:
+        d, w = residual_summary(tparams, options, 'cond_att', state_below, mask,
+                                state=out['states'], ctx=out['ctxs'])
     out['readout_prev'] = d
-    out['prev_alphas'] = w
-    return out
-
-
-def _residual_step(tparams, options, out, emb, carry):
-    """One decoding step of the residual summary d_t over the carried words."""
-    if options['residual'] == 'attentive' and options['inference'] == 'authors':
-        return _authors_residual_step(tparams, options, out, emb, carry)
-    items = append_step(carry['prev_embs'], emb)
-    out['carry'] = {'prev_embs': items}
-    if options['residual'] == 'mean':
-        # mean of rows 1..J-1 (row 0 is the zero embedding); 0 at the first step
-        n_words = tensor.maximum(items.shape[0] - 1, 1).astype('float32')
-        out['readout_prev'] = items[1:].sum(0) / n_words
-        return out
-    scoring = options['att_scoring']
-    keys = append_step(carry['prev_keys'],
-                       target_attention_keys(tparams, 'cond_att', scoring, emb))
-    out['carry']['prev_keys'] = keys
-    d, w = target_attention_step(tparams, 'cond_att', scoring, items, keys,
-                                 out['states'], out['ctxs'])
-    out['readout_prev'] = d
-    out['prev_alphas'] = w
+    if w is not None:
+        out['prev_alphas'] = w
     return out
 
 
@@ -556,7 +642,8 @@ def _authors_residual_step(tparams, options, out, emb, carry):
     summary attends to the rows j < time of M' (with the model's scoring; for
     'content', the authors' only one, exactly 5b) and the weights returned
     are those rows' (the authors' trailing 0 left out).  The keys of M' are
-    carried beside it ('memory_keys', switched the same way).
+    carried beside it ('memory_keys', switched the same way).  Returns (d n x
+    e, weights n x time, the new carry), as ``residual_summary_step``.
     """
     scoring = options['att_scoring']
     time = carry['time']
@@ -572,10 +659,8 @@ def _authors_residual_step(tparams, options, out, emb, carry):
         tensor.cast(tensor.arange(memory.shape[0]) < time, 'float32'))  # J x 1
     d, w = target_attention_step(tparams, 'cond_att', scoring, memory, keys,
                                  out['states'], out['ctxs'], window=window)
-    out['readout_prev'] = d
-    out['prev_alphas'] = w[:, :tensor.cast(time, 'int64')]
-    out['carry'] = {'memory': memory, 'memory_keys': keys, 'time': time + 1}
-    return out
+    return (d, w[:, :tensor.cast(time, 'int64')],
+            {'memory': memory, 'memory_keys': keys, 'time': time + 1})
 
 
 def _state_history_step(tparams, prefix, scoring, carry, state):
@@ -728,15 +813,28 @@ def _memory_scan(tparams, state_below, options, prefix, mask, context, init_stat
 LAYERS = {
     'ff': (param_init_fflayer, fflayer),
     'gru': (param_init_gru, gru_layer),
+    'lstm': (param_init_lstm, lstm_layer),
 }
+
+# The recurrent layers of the language model (lm.py): init, the sequence
+# layer (returns one T x n x dim sequence per state), the one-step function
+# (tparams, n x nin inputs, prefix, mask, [states]) -> [states], and the
+# names of the states a step carries (the output h first).
+Recurrent = namedtuple('Recurrent', 'init apply one_step states')
+RECURRENT = OrderedDict([
+    ('gru', Recurrent(param_init_gru, gru_layer, gru_one_step, ('state',))),
+    ('lstm', Recurrent(param_init_lstm, lstm_layer, lstm_one_step, ('state', 'cell'))),
+])
 
 
 def get_layer(name):
-    try:
+    """(init, apply) of a building block or of a decoder (dl4mt's lookup)."""
+    if name in LAYERS:
         return LAYERS[name]
-    except KeyError:
-        raise ValueError('unknown layer %r (known: %s)'
-                         % (name, ', '.join(sorted(LAYERS))))
+    if name in DECODERS:
+        return DECODERS[name].init, DECODERS[name].apply
+    raise ValueError('unknown layer %r (known: %s)'
+                     % (name, ', '.join(sorted(LAYERS) + list(DECODERS))))
 
 
 STATE_SCORINGS = ('content', 'content_scope')

@@ -46,9 +46,16 @@ def atomic_write(path, write_fn, mode='wb'):
     The temporary file lives in the same directory (so the rename is atomic),
     is flushed and fsync'ed before the rename, and is removed if ``write_fn``
     raises, so no partial file ever carries the final name.  ``mode`` is
-    ``'wb'`` or ``'w'`` (text, UTF-8).
+    ``'wb'`` or ``'w'`` (text, UTF-8).  A path that exists and is not a regular
+    file (``/dev/null``, a pipe) is written directly: renaming onto it would
+    replace the device with a file.
     """
     path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        text = {} if 'b' in mode else {'encoding': 'utf-8', 'newline': '\n'}
+        with open(path, mode, **text) as f:
+            write_fn(f)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory,
                                prefix='.' + os.path.basename(path) + '.',

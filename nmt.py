@@ -5,7 +5,8 @@ scoring (``pred_probs``) and the training loop (``train``), with dl4mt's
 names and signatures; ``gen_sample`` (beam_search.py) is re-exported.  The
 equations are those of ``../shared/spec/REFERENCE.md``; the layers and the
 decoder registry live in ``layers.py``, the optimisers in ``optimizers.py``,
-the data in ``data_iterator.py``, the checkpoints in ``training_state.py``.
+the data in ``data_iterator.py``, the checkpoints in ``training_state.py``,
+the training loop (shared with lm.py) in ``training_loop.py``.
 
     python nmt.py --model model.npz --datasets SRC TRG --dictionaries DSRC DTRG \\
         [--valid_datasets SRC TRG] [--OPTION VALUE ...]
@@ -24,7 +25,6 @@ import copy
 import os
 import shlex
 import subprocess
-import time
 from collections import OrderedDict
 
 import numpy
@@ -36,12 +36,12 @@ import layers
 from layers import get_layer, dropout_layer
 from beam_search import gen_sample, translate_best  # gen_sample: dl4mt API
 from data_iterator import TextIterator, prepare_data  # noqa: F401 (dl4mt API)
-from model_io import load_params, load_options, load_dictionary, load_archive_extras
+from model_io import load_params, load_options, load_dictionary
 from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (dl4mt names)
-from progress import format_duration
+from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
 from text_io import InputError, read_lines
-from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
-                            resume_path)
+from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
+from training_loop import Progress, zipp, unzip  # noqa: F401 (dl4mt API)
 import vocab
 
 # --------------------------------------------------------------------------
@@ -141,15 +141,6 @@ def init_tparams(params):
     return OrderedDict((k, theano.shared(v, name=k)) for k, v in params.items())
 
 
-def zipp(params, tparams):
-    for k, v in params.items():
-        tparams[k].set_value(v)
-
-
-def unzip(tparams):
-    return OrderedDict((k, v.get_value()) for k, v in tparams.items())
-
-
 def itemlist(tparams):
     return list(tparams.values())
 
@@ -180,17 +171,39 @@ def build_encoder(tparams, options, x, x_mask=None):
 
 
 def build_readout(tparams, options, dec, use_noise, trng):
-    """Logits from the decoder's outputs (REFERENCE.md section 3, readout)."""
+    """Logits from the decoder's outputs (REFERENCE.md section 3, readout).
+
+    Without 'ctxs' in ``dec`` (lm.py's language model) the context term is
+    left out; with ``options['tie_embeddings']`` the output layer's matrix
+    is ``Wemb_dec`` transposed (Press and Wolf 2017).
+    """
     ff = get_layer('ff')[1]
     logit = (ff(tparams, dec['states'], options, prefix='ff_logit_lstm', activ='linear') +
-             ff(tparams, dec['readout_prev'], options, prefix='ff_logit_prev', activ='linear') +
-             ff(tparams, dec['ctxs'], options, prefix='ff_logit_ctx', activ='linear'))
+             ff(tparams, dec['readout_prev'], options, prefix='ff_logit_prev', activ='linear'))
+    if 'ctxs' in dec:
+        logit = logit + ff(tparams, dec['ctxs'], options, prefix='ff_logit_ctx',
+                           activ='linear')
     for prefix, value in dec.get('extra_readout', []):
         logit = logit + ff(tparams, value, options, prefix=prefix, activ='linear')
     logit = tensor.tanh(logit)
     if options['use_dropout']:
         logit = dropout_layer(logit, use_noise, trng)
+    if options.get('tie_embeddings'):
+        return tensor.dot(logit, tparams['Wemb_dec'].T) + tparams['ff_logit_b']
     return ff(tparams, logit, options, prefix='ff_logit', activ='linear')
+
+
+def sentence_costs(logit, y, y_mask, n_words):
+    """-log p of each sentence's words (T x n x V logits): the sum over the
+    rows where y_mask is 1.  As the original: log of the softmax probability
+    of the reference word."""
+    logit_shp = logit.shape
+    probs = tensor.nnet.softmax(logit.reshape([logit_shp[0] * logit_shp[1], logit_shp[2]]))
+    y_flat = y.flatten()
+    y_flat_idx = tensor.arange(y_flat.shape[0]) * n_words + y_flat
+    cost = -tensor.log(probs.flatten()[y_flat_idx])
+    cost = cost.reshape([y.shape[0], y.shape[1]])
+    return (cost * y_mask).sum(0)
 
 
 def build_model(tparams, options):
@@ -220,14 +233,7 @@ def build_model(tparams, options):
     opt_ret['readout_prev'] = dec['readout_prev']
 
     logit = build_readout(tparams, options, dec, use_noise, trng)
-    logit_shp = logit.shape
-    probs = tensor.nnet.softmax(logit.reshape([logit_shp[0] * logit_shp[1], logit_shp[2]]))
-    # -log p of the reference words, as the original: log of the probability
-    y_flat = y.flatten()
-    y_flat_idx = tensor.arange(y_flat.shape[0]) * options['n_words'] + y_flat
-    cost = -tensor.log(probs.flatten()[y_flat_idx])
-    cost = cost.reshape([y.shape[0], y.shape[1]])
-    cost = (cost * y_mask).sum(0)
+    cost = sentence_costs(logit, y, y_mask, options['n_words'])
     return trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost
 
 
@@ -248,17 +254,6 @@ def regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask):
                                 opt_ret['dec_alphas'].sum(0)) ** 2).sum(1).mean()
         total += alpha_reg
     return total
-
-
-def clip_gradients(grads, clip_c):
-    """Rescale to global norm clip_c when the norm is larger."""
-    if clip_c <= 0.:
-        return grads
-    g2 = 0.
-    for g in grads:
-        g2 += (g ** 2).sum()
-    return [tensor.switch(g2 > (clip_c ** 2), g / tensor.sqrt(g2) * clip_c, g)
-            for g in grads]
 
 
 # --------------------------------------------------------------------------
@@ -418,10 +413,6 @@ def pred_probs(f_log_probs, prepare_data, options, iterator, verbose=True):
 # --------------------------------------------------------------------------
 # training
 
-class TrainingError(Exception):
-    """Training cannot go on (a NaN cost, say); the last checkpoint is kept."""
-
-
 def train(**kwargs):
     """Train a model; options as the original train() (see DEFAULT_OPTIONS).
 
@@ -469,7 +460,7 @@ def open_corpora(options, model_options, dicts):
     return train_it, valid_it
 
 
-class CompiledModel(object):
+class CompiledModel(Compiled):
     """The shared parameters and every compiled function of a training run."""
 
     def __init__(self, options, model_options, reloading):
@@ -485,29 +476,12 @@ class CompiledModel(object):
                                                  self.trng, self.use_noise)
         self.f_log_probs = theano.function(inps, cost, name='f_log_probs')
         cost = regularised_cost(self.tparams, options, cost, opt_ret, x_mask, y_mask)
-        grads = clip_gradients(tensor.grad(cost, wrt=itemlist(self.tparams)),
-                               options['clip_c'])
-        self.opt_state = OrderedDict()
-        print('Building optimizer (compiling; minutes at the papers\' size)')
-        t0 = time.time()
-        optimizer = OPTIMIZERS[options['optimizer']]
-        extra = {'fused': True} if options['optimizer'] == 'adadelta' else {}
-        self.f_grad_shared, self.f_update = optimizer(
-            tensor.scalar(name='lr'), self.tparams, grads, inps, cost,
-            state=self.opt_state, **extra)
-        print('Compiled in %.1f s' % (time.time() - t0))
-
-    def rng_states(self):
-        """The shared states of the dropout/sampling random streams."""
-        return [u[0] for u in self.trng.state_updates]
-
-    def params(self):
-        return unzip(self.tparams)
+        self.compile_optimizer(options, inps, cost)
 
 
-class Trainer(object):
-    """One run of train(): set up, compile, then updates with validation,
-    BLEU validation, samples and checkpoints, until a stopping rule holds."""
+class Trainer(TrainingLoop):
+    """One run of train(): set up, compile, then the shared training loop
+    (training_loop.py) with BLEU validation and translated samples."""
 
     def __init__(self, kwargs):
         self.options, self.model_options, reloading = training_options(kwargs)
@@ -520,105 +494,25 @@ class Trainer(object):
                                                     self.dicts)
         print('Building model')
         self.model = CompiledModel(self.options, self.model_options, reloading)
-        self.state = self._restore() if reloading else TrainingState()
-        self.progress = Progress(self.options['finish_after'],
-                                 self.options['max_epochs'] - self.state.epoch,
-                                 self.train_it.lines_total)
+        self.start(reloading)
 
-    def _restore(self):
-        m = self.model
-        state = load_checkpoint(self.options['saveto'], m.tparams, m.opt_state,
-                                m.rng_states())
-        if state is None:
-            print('No optimizer state: the optimizer starts fresh')
-            return TrainingState(**load_archive_extras(self.options['saveto']))
-        print('Resuming at update %d from %s' % (state.uidx, resume_path(self.options['saveto'])))
-        if state.data_position is not None:
-            self.train_it.restore(state.data_position)
-        return state
-
-    def run(self):
-        print('Optimization')
-        stop = self.state.uidx >= self.options['finish_after']
-        if stop:
-            print('Already trained for %d updates (finish_after %d)'
-                  % (self.state.uidx, self.options['finish_after']))
-        while not stop and self.state.epoch < self.options['max_epochs']:
-            stop = self._epoch()
-        return self._finish()
-
-    def _epoch(self):
-        """Updates until the data ends (False) or a stopping rule holds (True)."""
-        n_samples = 0
-        for x, y in self.train_it:
-            n_samples += len(x)
-            if self._update(x, y):
-                return True
-        self.state.epoch += 1
-        print('Seen %d samples' % n_samples)
-        return False
-
-    def _update(self, x_ids, y_ids):
-        """One update on a batch, then what is due after it; True to stop."""
-        opt, m = self.options, self.model
-        m.use_noise.set_value(1.)
-        x, x_mask, y, y_mask = prepare_data(x_ids, y_ids, maxlen=opt['maxlen'],
+    def prepare_batch(self, batch):
+        x_ids, y_ids = batch
+        x, x_mask, y, y_mask = prepare_data(x_ids, y_ids, maxlen=self.options['maxlen'],
                                             n_words_src=self.model_options['n_words_src'],
                                             n_words=self.model_options['n_words'])
-        self.progress.pairs_done += len(x_ids)
         if x is None:
-            print('Minibatch with zero sample under length', opt['maxlen'])
-            return False
-        self.state.uidx += 1
-        ud_start = time.time()
-        cost = m.f_grad_shared(x, x_mask, y, y_mask)
-        m.f_update(opt['lrate'])
-        ud = time.time() - ud_start
-        self.progress.add(x.shape[1], int(y_mask.sum()))
-        if not numpy.isfinite(cost):
-            raise TrainingError('NaN or Inf cost at update %d (epoch %d); the last '
-                                'checkpoint in %s is kept'
-                                % (self.state.uidx, self.state.epoch, opt['saveto']))
-        if self.state.uidx % opt['dispFreq'] == 0:
-            print('Epoch %d Update %d Cost %f UD %f | %s'
-                  % (self.state.epoch, self.state.uidx, cost, ud,
-                     self.progress.line(self.state.uidx)))
-            sys.stdout.flush()
-        return self._after_update(x, y)
+            return None
+        return Prepared([x, x_mask, y, y_mask], x.shape[1], int(y_mask.sum()))
 
-    def _after_update(self, x, y):
-        """Validation, BLEU, samples, the stopping rules and checkpoints."""
-        opt, uidx = self.options, self.state.uidx
-        stop = False
-        if self.valid_it is not None and uidx % opt['validFreq'] == 0:
-            stop = self._validate()
-        if _bleu_due(opt, uidx):
-            stop = self._validate_bleu() or stop
-        if uidx % opt['sampleFreq'] == 0:
-            self._print_samples(x, y)
-        if uidx >= opt['finish_after']:
-            print('Finishing after %d iterations!' % uidx)
-            stop = True
-        if uidx % opt['saveFreq'] == 0 or stop:
-            self._save(snapshot=uidx % opt['saveFreq'] == 0 and not opt['overwrite'])
-        return stop
-
-    def _valid_cost(self):
-        self.model.use_noise.set_value(0.)
+    def valid_cost(self):
         return pred_probs(self.model.f_log_probs, prepare_data, self.model_options,
                           self.valid_it, verbose=False).mean()
 
-    def _validate(self):
-        cost = self._valid_cost()
-        best, stop = self.state.record_valid_cost(cost, self.options['patience'])
-        if best:
-            self.state.best_params = self.model.params()
-        if stop:
-            print('Early Stop!')
-        if numpy.isnan(cost):
-            raise TrainingError('NaN validation cost at update %d' % self.state.uidx)
-        print('Valid %f' % cost)
-        return stop
+    def extra_validation(self):
+        if _bleu_due(self.options, self.state.uidx):
+            return self._validate_bleu()
+        return False
 
     def _validate_bleu(self):
         self.model.use_noise.set_value(0.)
@@ -626,7 +520,7 @@ class Trainer(object):
         best, stop = self.state.record_bleu(score, self.options['bleu_patience'])
         print('BLEU %.2f (best %.2f)' % (score, max(self.state.bleu_history)))
         if best:
-            self._save_params(_with_suffix(self.options['saveto'], 'best_bleu'))
+            self.save_params(with_suffix(self.options['saveto'], 'best_bleu'))
         if stop:
             print('Early stop on BLEU: no improvement in %d validations'
                   % self.options['bleu_patience'])
@@ -635,8 +529,8 @@ class Trainer(object):
     def _bleu_score(self):
         opt = self.options
         if opt['external_validation_script']:
-            current = _with_suffix(opt['saveto'], 'current')
-            self._save_params(current)
+            current = with_suffix(opt['saveto'], 'current')
+            self.save_params(current)
             return _external_validation(opt['external_validation_script'], current)
         if not opt['bleu_valid_ref']:
             raise InputError('--bleu_valid_freq needs --bleu_valid_ref')
@@ -645,8 +539,8 @@ class Trainer(object):
                               k=opt['bleu_valid_beam'])
         return _bleu(hyps, opt['bleu_valid_ref'], opt['bleu_valid_postprocess'])
 
-    def _print_samples(self, x, y):
-        self.model.use_noise.set_value(0.)
+    def print_samples(self, prepared):
+        x, y = prepared.inputs[0], prepared.inputs[2]
         for jj in range(min(5, x.shape[1])):
             words, _ = gen_sample(self.model.tparams, self.model.f_init, self.model.f_next,
                                   x[:, jj][:, None], self.model_options,
@@ -655,62 +549,6 @@ class Trainer(object):
                                   ('Truth', y[:, jj], self.idicts[1]),
                                   ('Sample', words, self.idicts[1])):
                 print('%s %d: %s' % (label, jj, ' '.join(vocab.ids_to_words(seq, d))))
-
-    def _save_params(self, path):
-        save_model(path, self.model.params(), self.state.history_errs, self.state.uidx,
-                   self.model_options)
-
-    def _save(self, snapshot):
-        print('Saving the model at update %d...' % self.state.uidx, end=' ')
-        self.state.data_position = self.train_it.position()
-        m = self.model
-        save_checkpoint(self.options['saveto'], self.state, m.tparams, m.opt_state,
-                        m.rng_states(), self.model_options)
-        if snapshot:
-            self._save_params(_with_suffix(self.options['saveto'],
-                                           'iter%d' % self.state.uidx))
-        print('Done')
-        sys.stdout.flush()
-
-    def _finish(self):
-        """The best parameters into model.npz; the final validation cost."""
-        if self.state.best_params is not None:
-            zipp(self.state.best_params, self.model.tparams)
-        valid_err = None
-        if self.valid_it is not None:
-            valid_err = self._valid_cost()
-            print('Valid %f' % valid_err)
-        self._save_params(self.options['saveto'])
-        return valid_err
-
-
-class Progress(object):
-    """Rates (updates/s, target words/s) and an ETA for the display lines."""
-
-    def __init__(self, finish_after, max_epochs, pairs_per_epoch):
-        self.start = time.time()
-        self.updates = self.words = self.sentences = self.pairs_done = 0
-        self.finish_after = finish_after
-        self.total_pairs = (max_epochs * pairs_per_epoch) if pairs_per_epoch else None
-
-    def add(self, n_sentences, n_words):
-        self.updates += 1
-        self.sentences += n_sentences
-        self.words += n_words
-
-    def line(self, uidx):
-        elapsed = max(time.time() - self.start, 1e-9)
-        ups, wps = self.updates / elapsed, self.words / elapsed
-        etas = []
-        if self.finish_after < 10000000:
-            etas.append((self.finish_after - uidx) / max(ups, 1e-9))
-        if self.total_pairs:
-            etas.append((self.total_pairs - self.pairs_done) /
-                        max(self.sentences / elapsed, 1e-9))
-        text = '%.2f upd/s %.0f words/s' % (ups, wps)
-        if etas:
-            text += ' ETA %s' % format_duration(min(etas))
-        return text
 
 
 def translate_file(f_init, f_next, options, source_path, source_dict, target_idict,
@@ -745,10 +583,6 @@ def _external_validation(script, model_path):
     except ValueError:
         raise TrainingError('external validation script %r printed no score '
                             '(last line %r)' % (script, lines[-1]))
-
-
-def _with_suffix(saveto, suffix):
-    return '%s.%s.npz' % (os.path.splitext(saveto)[0], suffix)
 
 
 def _bleu_due(options, uidx):

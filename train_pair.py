@@ -32,7 +32,7 @@ import shlex
 import subprocess
 import sys
 
-from text_io import InputError
+from text_io import InputError, read_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -209,11 +209,8 @@ def final_evaluation(args, data):
     from preprocess import Postprocessor, undo_bpe
     hyp_bpe = os.path.join(args.model_dir, 'test.hyp.bpe')
     run(translate_command(args, data, hyp_bpe))
-    with open(hyp_bpe, encoding='utf-8') as f:
-        hyps = [undo_bpe(l.rstrip('\n')) for l in f]
-    with open(data.test_ref, encoding='utf-8') as f:
-        refs = [l.rstrip('\n') for l in f]
-    tok = bleu.corpus_bleu_tokenized(hyps, refs)
+    hyps = [undo_bpe(line) for line in read_lines(hyp_bpe, allow_empty=True)]
+    tok = bleu.corpus_bleu_tokenized(hyps, read_lines(data.test_ref))
     _write_lines(os.path.join(args.model_dir, 'test.hyp.tok'), hyps)
     zh_split = 'whitespace'
     try:
@@ -231,9 +228,7 @@ def final_evaluation(args, data):
               'beam': TEST_BEAM}
     raw_ref = data.raw_test_ref(args.trg_lang)
     if raw_ref:
-        with open(raw_ref, encoding='utf-8') as f:
-            raw_refs = [l.rstrip('\n') for l in f]
-        result['detok_bleu'] = bleu.detok_bleu(detok, raw_refs, args.trg_lang)
+        result['detok_bleu'] = bleu.detok_bleu(detok, read_lines(raw_ref), args.trg_lang)
         result['detok_ref'] = raw_ref
     with open(os.path.join(args.model_dir, 'bleu.json'), 'w', encoding='utf-8') as f:
         json.dump(result, f, indent=2)

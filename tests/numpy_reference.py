@@ -646,3 +646,89 @@ def sampler_cost(params, options, x, y):
     y = np.array(y, dtype='int64')[:, None]
     return cost_per_sentence(params, options, x, np.ones(x.shape, dtype=params['Wemb'].dtype),
                              y, np.ones(y.shape, dtype=params['Wemb'].dtype))[0][0]
+
+
+# ---------------------------------------------------------------------------
+# the language model of lm.py (AAAI 2018 eq. 15-18): a GRU or an LSTM over
+# the shifted embeddings, the readout of the decoder without the context
+# ---------------------------------------------------------------------------
+def lstm_step(W, U, b, x, h_prev, c_prev, m):
+    """One LSTM step, gates input, forget, output, candidate (no peepholes)."""
+    d = h_prev.shape[1]
+    a = x @ W + b + h_prev @ U
+    i = sigmoid(a[:, :d])
+    f = sigmoid(a[:, d:2 * d])
+    o = sigmoid(a[:, 2 * d:3 * d])
+    g = np.tanh(a[:, 3 * d:])
+    c = f * c_prev + i * g
+    h = o * np.tanh(c)
+    m = m[:, None]
+    return m * h + (1. - m) * h_prev, m * c + (1. - m) * c_prev
+
+
+def lm_states(params, options, E, y_mask):
+    """Recurrent states S (T x n x d) over the shifted embeddings, from zero."""
+    T, n, _ = E.shape
+    d = options['dim']
+    h = np.zeros((n, d), dtype=E.dtype)
+    c = np.zeros((n, d), dtype=E.dtype)
+    S = np.zeros((T, n, d), dtype=E.dtype)
+    for t in range(T):
+        if options['encoder'] == 'lstm':
+            h, c = lstm_step(params['lm_W'], params['lm_U'], params['lm_b'],
+                             E[t], h, c, y_mask[t])
+        else:
+            x_ = E[t] @ params['lm_W'] + params['lm_b']
+            xx_ = E[t] @ params['lm_Wx'] + params['lm_bx']
+            h = gru_step(params['lm_U'], params['lm_Ux'], x_, xx_, h, y_mask[t])
+        S[t] = h
+    return S
+
+
+def lm_summary(params, options, E, S, y_mask, t, i):
+    """prev_t of sentence i: y_{t-1}, or the mean / attentive residual d_t.
+    Returns (vector, attention weights over rows 0..t or None)."""
+    residual = options['residual']
+    if residual == 'none':
+        return E[t, i], None
+    js = _window(y_mask, t, i)
+    if residual == 'mean':
+        js1 = [j for j in js if j >= 1]
+        if not js1:
+            return np.zeros_like(E[t, i]), None
+        return sum(E[j, i] for j in js1) / len(js1), None
+    Es = np.stack([E[j, i] for j in js])
+    pre = Es @ params['res_att_W_prev'] + params['res_att_b_prev']
+    if options['att_scoring'] == 'content_scope':
+        pre = pre + S[t, i] @ params['res_att_W_scope']
+    w = window_softmax(np.tanh(pre) @ params['res_att_V_prev'][:, 0])
+    weights = np.zeros(E.shape[0], dtype=E.dtype)
+    weights[js] = w
+    return (w[:, None] * Es).sum(0), weights
+
+
+def lm_forward(params, options, y, y_mask):
+    """Per-sentence -log p (eos included), probs (T x n x V) and the
+    residual attention weights (T x n x T, or None)."""
+    p = params
+    dtype = p['Wemb_dec'].dtype
+    y_mask = np.asarray(y_mask, dtype=dtype)
+    E = shifted_embeddings(p, y)
+    S = lm_states(p, options, E, y_mask)
+    T, n = y.shape
+    W_out = p['Wemb_dec'].T if options.get('tie_embeddings') else p['ff_logit_W']
+    probs = np.zeros((T, n, W_out.shape[1]), dtype=dtype)
+    alphas = np.zeros((T, n, T), dtype=dtype) if options['residual'] == 'attentive' else None
+    costs = np.zeros((n,), dtype=dtype)
+    for t in range(T):
+        for i in range(n):
+            prev, w = lm_summary(p, options, E, S, y_mask, t, i)
+            if w is not None:
+                alphas[t, i] = w
+            hidden = np.tanh(S[t, i] @ p['ff_logit_lstm_W'] + p['ff_logit_lstm_b']
+                             + prev @ p['ff_logit_prev_W'] + p['ff_logit_prev_b'])
+            if options.get('use_dropout'):
+                hidden = hidden * 0.5
+            probs[t, i] = softmax_rows(hidden @ W_out + p['ff_logit_b'])
+            costs[i] += -np.log(probs[t, i, y[t, i]]) * y_mask[t, i]
+    return costs, probs, alphas

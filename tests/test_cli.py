@@ -122,8 +122,8 @@ def test_translate_processes_agree_and_score_matches(workdir):
         numpy.testing.assert_allclose(att.sum(1), 1, rtol=1e-5)
         assert r['source'] == src.split() + ['<eos>']
         assert r['target'][:n_out] == out.split() and len(r['target']) == len(att)
-    run([os.path.join(ROOT, 'plot_attention.py'), 'al.jsonl', 'valid.src', 'out1.txt',
-         '-i', '1', '-o', 'att.png'], cwd=workdir)
+    run([os.path.join(ROOT, 'analyze.py'), 'matrix', 'al.jsonl', '--source', 'valid.src',
+         '-i', '1', '--png', 'att.png'], cwd=workdir)
     assert (workdir / 'att.png').read_bytes()[:4] == b'\x89PNG'
 
     run([os.path.join(ROOT, 'score.py'), '-m', 'full.npz', '-s', 'valid.src', '-t',
@@ -133,6 +133,21 @@ def test_translate_processes_agree_and_score_matches(workdir):
     # the mean of these is the final validation cost that training printed
     with numpy.load(workdir / 'full.npz') as f:
         assert numpy.isclose(numpy.mean(costs), min(f['history_errs']), rtol=1e-5)
+
+
+def test_analyze_translates_a_model_and_refuses_the_baseline(workdir):
+    """analyze.py given a model runs translate.py itself; the baseline decoder has
+    source attention (matrix) but no attention over previous words (positions)."""
+    model_args = ['full.npz', '--source', 'valid.src', '--dictionaries', 'train.src.pkl',
+                  'train.trg.pkl', '-k', '2']
+    run([os.path.join(ROOT, 'analyze.py'), 'matrix', '-i', '2', '--png', 'm.png']
+        + model_args, cwd=workdir)
+    assert (workdir / 'm.png').read_bytes()[:4] == b'\x89PNG'
+    proc = run([os.path.join(ROOT, 'analyze.py'), 'positions', '--json', 'p.json']
+               + model_args, cwd=workdir, check=False)
+    assert proc.returncode == 1 and not (workdir / 'p.json').exists()
+    last = proc.stderr.strip().split('\n')[-1]
+    assert last.startswith('error: ') and 'no target-side attention' in last
 
 
 def test_translate_stdin_stdout(workdir):

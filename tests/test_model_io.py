@@ -276,6 +276,23 @@ def test_atomic_write_text_and_mode(tmp_path):
     assert os.stat(str(target)).st_mode & 0o777 == 0o666 & ~umask
 
 
+def test_atomic_write_to_a_pipe_writes_into_it(tmp_path):
+    """A path that is not a regular file (a pipe here, /dev/null in use) stays what
+    it is: renaming a temporary file onto it would replace it."""
+    import stat
+    import threading
+    fifo = str(tmp_path / 'pipe')
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, 'rb').read()),
+                              daemon=True)
+    reader.start()
+    model_io.atomic_write(fifo, lambda f: f.write('caf\u00e9\n'), 'w')
+    reader.join(timeout=10)
+    assert got == [b'caf\xc3\xa9\n']
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(str(tmp_path)) == ['pipe']
+
+
 def test_atomic_savez_keeps_name(tmp_path):
     path = str(tmp_path / 'model.iter10')
     model_io.atomic_savez(path, a=numpy.arange(3))

@@ -84,3 +84,14 @@ def test_nmt_command_line_choices_come_from_the_registry():
     assert "invalid choice: 'transformer'" in proc.stderr
     for name in layers.DECODER_NAMES:
         assert "'%s'" % name in proc.stderr
+
+
+def test_nmt_does_not_import_translate():
+    """What BLEU validation and translate.py share lives in beam_search.py
+    and vocab.py: importing nmt pulls in neither translate nor score."""
+    code = ("import sys; import nmt; "
+            "print(sorted(m for m in ('translate', 'score') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == '[]'
