@@ -874,7 +874,7 @@ AUTHORS_CARRIED = [Carried('memory', ('steps', 'hyps', 'dim_word'), rows=1),
 def _carried_words(options):
     """Residual decoders carry the previous words' embeddings (and keys);
     the authors' inference its memory M, M's keys and the step counter."""
-    if options['residual'] == 'attentive' and options['inference'] == 'authors':
+    if options['residual'] == 'attentive' and options.get('inference') == 'authors':
         return list(AUTHORS_CARRIED)
     words = [Carried('prev_embs', ('steps', 'hyps', 'dim_word'))]
     if options['residual'] == 'attentive':
