@@ -9,7 +9,9 @@ checkpoint can save them and a resumed run can restore them.
 Adadelta also has a fused form (``fused=True``): one Theano function computes
 the cost, the gradients and the whole update, with the same equations; it
 saves a pass over every parameter and the stored gradients.  Its
-``f_update`` then does nothing.
+``f_update`` then does nothing.  ``mode`` (a Theano Mode, default: Theano's)
+compiles Adadelta's functions with, e.g., a linker with or without garbage
+collection, so that both styles can run in one process.
 """
 import numpy
 import theano
@@ -33,7 +35,7 @@ def _no_update(lr):
 
 
 def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
-             rho=0.95, eps=1e-6):
+             rho=0.95, eps=1e-6, mode=None):
     """Adadelta (Zeiler 2012), REFERENCE.md section 6; lr is unused."""
     params = list(tparams.values())
     running_up2 = _accumulators(tparams, 'rup2', state)
@@ -53,17 +55,18 @@ def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
                    [(ru2, rho * ru2 + one_minus_rho * (ud ** 2))
                     for ru2, ud in zip(running_up2, updir)] +
                    [(p, p + ud) for p, ud in zip(params, updir)])
-        f = theano.function(inp, cost, updates=updates, name='adadelta_fused')
+        f = theano.function(inp, cost, updates=updates, name='adadelta_fused',
+                            mode=mode)
         return f, _no_update
 
     zipped_grads = _accumulators(tparams, 'grad', None)
     f_grad_shared = theano.function(
         inp, cost, updates=list(zip(zipped_grads, grads)) +
-        list(zip(running_grads2, rg2_new)), name='adadelta_grad_shared')
+        list(zip(running_grads2, rg2_new)), name='adadelta_grad_shared', mode=mode)
     updir = [step(zg, ru2, rg2)
              for zg, ru2, rg2 in zip(zipped_grads, running_up2, running_grads2)]
     f_update = theano.function(
-        [lr], [], on_unused_input='ignore', name='adadelta_update',
+        [lr], [], on_unused_input='ignore', name='adadelta_update', mode=mode,
         updates=[(ru2, rho * ru2 + one_minus_rho * (ud ** 2))
                  for ru2, ud in zip(running_up2, updir)] +
         [(p, p + ud) for p, ud in zip(params, updir)])
