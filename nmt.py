@@ -32,6 +32,7 @@ import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
+import fast_ops
 import layers
 from layers import get_layer, dropout_layer, HISTORY_DECODERS
 from data_iterator import TextIterator, prepare_data  # noqa: F401 (dl4mt API)
@@ -175,8 +176,9 @@ def build_encoder(tparams, options, x, x_mask=None):
     return ctx, init_state
 
 
-def build_readout(tparams, options, dec, use_noise, trng):
-    """Logits from the decoder's outputs (REFERENCE.md section 3, readout)."""
+def build_readout(tparams, options, dec, use_noise, trng, project=True):
+    """Logits from the decoder's outputs (REFERENCE.md section 3, readout);
+    project=False: the layer below them (what ff_logit projects)."""
     ff = get_layer('ff')[1]
     logit = (ff(tparams, dec['states'], options, prefix='ff_logit_lstm', activ='linear') +
              ff(tparams, dec['readout_prev'], options, prefix='ff_logit_prev', activ='linear') +
@@ -186,6 +188,8 @@ def build_readout(tparams, options, dec, use_noise, trng):
     logit = tensor.tanh(logit)
     if options['use_dropout']:
         logit = dropout_layer(logit, use_noise, trng)
+    if not project:
+        return logit
     return ff(tparams, logit, options, prefix='ff_logit', activ='linear')
 
 
@@ -215,14 +219,10 @@ def build_model(tparams, options):
         opt_ret['prev_alphas'] = dec['prev_alphas']
     opt_ret['readout_prev'] = dec['readout_prev']
 
-    logit = build_readout(tparams, options, dec, use_noise, trng)
-    logit_shp = logit.shape
-    probs = tensor.nnet.softmax(logit.reshape([logit_shp[0] * logit_shp[1], logit_shp[2]]))
+    hidden = build_readout(tparams, options, dec, use_noise, trng, project=False)
     # -log p of the reference words, as the original: log of the probability
-    y_flat = y.flatten()
-    y_flat_idx = tensor.arange(y_flat.shape[0]) * options['n_words'] + y_flat
-    cost = -tensor.log(probs.flatten()[y_flat_idx])
-    cost = cost.reshape([y.shape[0], y.shape[1]])
+    cost = fast_ops.output_nll(hidden, tparams['ff_logit_W'], tparams['ff_logit_b'],
+                               y, y_mask)
     cost = (cost * y_mask).sum(0)
     return trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost
 

@@ -1,5 +1,7 @@
 """fast_ops: each op against NumPy and against the Theano graph it replaces,
 and whole models built with and without them (fast_ops.original_graph)."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,108 @@ def test_model_with_fast_ops_matches_the_original_graph(nmt_module, config):
     np.testing.assert_allclose(f_cost(*batch), o_cost(*batch), rtol=1e-6, atol=1e-6)
     for got, expected in zip(f_grads(*batch), o_grads(*batch)):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-7)
+
+
+def _output_layer_graph(original):
+    """Per-position costs of the output layer and the gradients of their
+    masked mean, built with or without fast_ops (original graph)."""
+    h, W, b = tensor.tensor3('h'), tensor.matrix('W'), tensor.vector('b')
+    y, m = tensor.matrix('y', dtype='int64'), tensor.matrix('m')
+    if original:
+        with fast_ops.original_graph():
+            cost = fast_ops.output_nll(h, W, b, y, m)
+    else:
+        cost = fast_ops.output_nll(h, W, b, y, m)
+    total = (cost * m).sum(0).mean()
+    return [h, W, b, y, m], [cost * m] + tensor.grad(total, [h, W, b])
+
+
+def _output_layer_batch(seed):
+    rng = np.random.RandomState(seed)
+    T, n, d, V = 6, 4, 5, 37
+    mask = np.zeros((T, n), dtype='float32')
+    for j, length in enumerate([6, 1, 3, 4]):
+        mask[:length, j] = 1.
+    y = rng.randint(0, V, size=(T, n)).astype('int64')
+    return [(rng.standard_normal((T, n, d)) * 2).astype('float32'),
+            (rng.standard_normal((d, V)) * 3).astype('float32'),
+            rng.standard_normal(V).astype('float32'), y, mask]
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_output_nll_equals_the_original_softmax_and_log(mode):
+    batch = _output_layer_batch(12)
+    inps, outs = _output_layer_graph(original=False)
+    got = theano.function(inps, outs, mode=mode)(*batch)
+    inps, outs = _output_layer_graph(original=True)
+    expected = theano.function(inps, outs)(*batch)
+    # costs and gradients: the same up to float32 rounding (the C code
+    # repeats Theano's operations; the NumPy code and the smaller products
+    # of the real positions only round differently)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6, atol=1e-6)
+    for g, e in zip(got[1:], expected[1:]):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    # padded positions cost nothing and get no gradient
+    assert np.all(got[0][batch[4] == 0] == 0) and np.all(got[1][batch[4] == 0] == 0)
+
+
+def test_output_nll_against_numpy_float64():
+    h, W, b, y, m = _output_layer_batch(13)
+    inps, outs = _output_layer_graph(original=False)
+    cost = theano.function(inps, outs[0])(h, W, b, y, m)
+    logits = h.astype('float64') @ W + b
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, y[..., None], -1)[..., 0] * m
+    np.testing.assert_allclose(cost, nll, rtol=1e-5, atol=1e-5)
+
+
+def _fused_adadelta_run(original, mode, steps=3):
+    """Three fused Adadelta updates of a small least-squares problem; the
+    parameters before and after each, and the accumulators at the end."""
+    from collections import OrderedDict
+    import optimizers
+    rng = np.random.RandomState(0)
+    init = OrderedDict([('A', rng.randn(3, 4).astype('float32')),
+                        ('b', rng.randn(4).astype('float32'))])
+    tparams = OrderedDict((k, theano.shared(v.copy(), name=k)) for k, v in init.items())
+    X, Y = tensor.matrix('X'), tensor.matrix('Y')
+    R = tensor.dot(X, tparams['A']) + tparams['b'] - Y
+    cost = 0.5 * (R ** 2).sum()
+    grads = tensor.grad(cost, wrt=list(tparams.values()))
+    state = OrderedDict()
+    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+        f, f_update = optimizers.adadelta(tensor.scalar('lr'), tparams, grads, [X, Y],
+                                          cost, state=state, fused=True,
+                                          mode=theano.compile.mode.get_mode(mode))
+    history = []
+    for _ in range(steps):
+        Xv, Yv = rng.randn(5, 3).astype('float32'), rng.randn(5, 4).astype('float32')
+        before = [p.get_value() for p in tparams.values()]
+        f(Xv, Yv)
+        f_update(np.float32(0.))
+        history.append((Xv, Yv, before, [p.get_value() for p in tparams.values()]))
+    return history, [v.get_value() for v in state.values()], f
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_adadelta_step_in_place_matches_the_reference(mode):
+    import numpy_reference as ref
+    history, state, f = _fused_adadelta_run(original=False, mode=mode)
+    _, orig_state, _ = _fused_adadelta_run(original=True, mode='FAST_RUN')
+    Eg2 = Edx2 = None
+    for Xv, Yv, before, after in history:
+        A, b = [v.astype('float64') for v in before]
+        Rv = Xv.astype('float64') @ A + b - Yv
+        grads = [Xv.T.astype('float64') @ Rv, Rv.sum(0)]
+        if Eg2 is None:
+            Eg2, Edx2 = [np.zeros_like(g) for g in grads], [np.zeros_like(g) for g in grads]
+        new, Eg2, Edx2 = ref.adadelta_step([A, b], grads, Eg2, Edx2)
+        for got, exp, old in zip(after, new, (A, b)):
+            np.testing.assert_allclose(got - old, exp - old, rtol=1e-4, atol=1e-7)
+    # the accumulators equal those of Theano's own fused graph to rounding
+    for got, exp in zip(state, orig_state):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-9)
+    if mode == 'FAST_RUN':   # the update is one in-place op per parameter
+        ops = [n.op for n in f.maker.fgraph.toposort()]
+        assert sum(isinstance(o, fast_ops.AdadeltaStep) for o in ops) == 2
