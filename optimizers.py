@@ -8,14 +8,18 @@ checkpoint can save them and a resumed run can restore them.
 
 Adadelta also has a fused form (``fused=True``): one Theano function computes
 the cost, the gradients and the whole update, with the same equations; it
-saves a pass over every parameter and the stored gradients.  Its
-``f_update`` then does nothing.  ``mode`` (a Theano Mode, default: Theano's)
+saves a pass over every parameter and the stored gradients, and each
+parameter's update is one in-place C op (``fast_ops.adadelta_step``; inside
+``fast_ops.original_graph()`` Theano's element-wise ops).  Its ``f_update``
+then does nothing.  ``mode`` (a Theano Mode, default: Theano's)
 compiles Adadelta's functions with, e.g., a linker with or without garbage
 collection, so that both styles can run in one process.
 """
 import numpy
 import theano
 import theano.tensor as tensor
+
+import fast_ops
 
 
 def _shared_like(p, name):
@@ -49,6 +53,15 @@ def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
 
     rg2_new = [rho * rg2 + one_minus_rho * (g ** 2)
                for rg2, g in zip(running_grads2, grads)]
+    if fused and fast_ops.enabled():
+        # one in-place C op per parameter (fast_ops.adadelta_step)
+        updates = []
+        for p, rg2, ru2, g in zip(params, running_grads2, running_up2, grads):
+            new_p, new_rg2, new_ru2 = fast_ops.adadelta_step(p, rg2, ru2, g, rho, eps)
+            updates += [(p, new_p), (rg2, new_rg2), (ru2, new_ru2)]
+        f = theano.function(inp, cost, updates=updates, name='adadelta_fused',
+                            mode=mode, accept_inplace=True)
+        return f, _no_update
     if fused:
         updir = [step(g, ru2, r) for g, ru2, r in zip(grads, running_up2, rg2_new)]
         updates = (list(zip(running_grads2, rg2_new)) +
