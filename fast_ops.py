@@ -1,30 +1,28 @@
-"""Faster C ops for the hot spots of training on a CPU, each computing what
-the Theano graph it replaces computes, up to float32 rounding.
+"""C ops for the hot spots of training on a CPU (the profile is in
+notes/README-speed.md), each computing what the Theano graph it replaces
+computes, up to float32 rounding.
 
-The source attention (REFERENCE.md section 3, "attention") is the hot spot:
-at every decoder step it evaluates tanh over T_src x n x 2*dim values (8
-million at the papers' size) and reduces two such arrays over the source
-positions; the backward pass does it twice more.  Theano computes that tanh
-with glibc's scalar ``tanhf`` (up to 2 ulp from the correctly rounded value,
-about 40 ns a value on this machine) and its float64-accumulating sums over
-the first axis with a cache-unfriendly loop.  Here:
+``attention(pctx, q, U_att, c_tt, cc, mask)``
+    The source attention of a decoder step (REFERENCE.md section 3).  Theano
+    evaluated tanh over T_src x n x 2*dim values (8 million at the papers'
+    size) with glibc's scalar ``tanhf`` (up to 2 ulp from the correctly
+    rounded value, ~40 ns a value here), again in the gradient, and made
+    ten passes over such arrays.  The op makes one pass (the gradient one
+    more), skips masked source positions, and uses glibc's vector ``tanhf``
+    (libmvec, AVX-512 or AVX2: at most 1 ulp off, ~100 times faster; the
+    scalar ``tanhf`` where libmvec does not link).
+``output_nll(hidden, W, b, y, y_mask)``
+    -log p of the reference words: the 500 x V projection only at the real
+    positions, then softmax and -log (as Theano's Softmax computes them) and
+    their gradient in one op that keeps no N x V probabilities.
+``adadelta_step(p, Eg2, Edx2, g, rho, eps)``
+    One Adadelta update of a parameter in one in-place pass.
 
-``tanh_add(a, b)``
-    tanh(a + b[None]) for a (T, ...) and b of a's shape without its first
-    axis; the tanh is glibc's vector ``tanhf`` (libmvec, AVX-512 or AVX2:
-    at most 1 ulp from the correctly rounded value, about 100 times
-    faster), the sum a float32 add as Theano's.  Its gradient is written
-    with the op's output (1 - y^2), so the backward pass evaluates no tanh.
-    Without libmvec or AVX2 it calls the scalar ``tanhf``, as Theano does.
-``sum_rows(x)``, ``sum_rows(x, w)``
-    sum_t x[t] (or sum_t x[t] * w[t, ..., None]): each float32 product
-    rounded, then accumulated in float64 in the order t = 0, 1, ..., as
-    Theano's ``Sum{axis=[0], acc_dtype=float64}`` does, so the numbers are
-    the same; the loop streams through memory once.
-
-Inside ``with original_graph():`` these functions build Theano's own graph
-instead (the original code's), for comparisons.  The ops also have NumPy
-implementations (used by the Python linker).
+Loops over large arrays run on OMP_NUM_THREADS threads (theano_env sets 1
+unless told otherwise); threads change no number but the order of a few
+double-precision sums.  Inside ``with original_graph():`` the functions
+build Theano's own graph instead (the original code's), for comparisons.
+The ops also have NumPy implementations (used by the Python linker).
 """
 import contextlib
 import functools
@@ -63,6 +61,9 @@ _SUPPORT = r"""
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
+/* below this many values a loop runs on one thread (OpenMP's start costs
+   more than it saves); the number of threads is OMP_NUM_THREADS' */
+#define NMT_PARALLEL_MIN 262144
 #if defined(NMT_LIBMVEC) && (defined(__AVX512F__) || defined(__AVX2__))
 #include <immintrin.h>
 #if defined(__AVX512F__)
@@ -100,46 +101,117 @@ static void nmt_tanh_inplace(float* z, npy_intp n)
 #endif
 }
 
-/* z[t] = tanh(a[t] + b) for t < rows, rows of m floats */
-static void nmt_tanh_add(const float* a, const float* b, float* z,
-                         npy_intp rows, npy_intp m)
+/* float dot product of n floats (16 partial sums: vectorised) */
+static inline float nmt_dot(const float* a, const float* b, npy_intp n)
 {
-    for (npy_intp t = 0; t < rows; ++t) {
-        const float* at = a + t * m;
-        float* zt = z + t * m;
-        for (npy_intp j = 0; j < m; ++j)
-            zt[j] = at[j] + b[j];
-        nmt_tanh_inplace(zt, m);
-    }
+    float part[16] = {0.f};
+    npy_intp j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int k = 0; k < 16; ++k)
+            part[k] += a[j + k] * b[j + k];
+    float s = 0.f;
+    for (int k = 0; k < 16; ++k)
+        s += part[k];
+    for (; j < n; ++j)
+        s += a[j] * b[j];
+    return s;
 }
 
-/* out = sum_t x[t] (* w[t, j / inner]) accumulated in double, t in order */
-static void nmt_sum_rows(const float* x, const float* w, float* out,
-                         npy_intp rows, npy_intp m, npy_intp inner,
-                         double* acc)
+/* Source attention of sample n (REFERENCE.md section 3): for each source
+   position i, y = tanh(pctx[i,n] + q[n]), e = y . U + c, a = exp(e) m[i,n],
+   alpha = a / sum_i a; ctx[n] = sum_i alpha_i cc[i,n].  Rows with m = 0 get
+   alpha = 0 without computing y.  T rows, N samples, k = len(q[n]), K2 =
+   len(cc[i,n]); y: scratch of k floats, acc: of K2 doubles. */
+static void nmt_attention_sample(
+    const float* pctx, const float* q, const float* U, float c, const float* cc,
+    const float* mask, npy_intp T, npy_intp N, npy_intp k, npy_intp K2,
+    npy_intp n, float* alpha, float* ctx, float* y, double* acc)
 {
-    for (npy_intp j = 0; j < m; ++j)
+    const float* qn = q + n * k;
+    double sum = 0.;
+    for (npy_intp i = 0; i < T; ++i) {
+        const float m = mask ? mask[i * N + n] : 1.f;
+        float a = 0.f;
+        if (m != 0.f) {
+            const float* p = pctx + (i * N + n) * k;
+            for (npy_intp j = 0; j < k; ++j)
+                y[j] = p[j] + qn[j];
+            nmt_tanh_inplace(y, k);
+            a = expf(nmt_dot(y, U, k) + c) * m;
+        }
+        alpha[i * N + n] = a;
+        sum += a;
+    }
+    const float total = (float)sum;
+    for (npy_intp j = 0; j < K2; ++j)
         acc[j] = 0.;
-    for (npy_intp t = 0; t < rows; ++t) {
-        const float* xt = x + t * m;
-        if (w == NULL) {
-            for (npy_intp j = 0; j < m; ++j)
-                acc[j] += (double)xt[j];
-        } else {
-            const float* wt = w + t * (m / inner);
-            for (npy_intp g = 0; g < m / inner; ++g) {
-                const float wg = wt[g];
-                const float* xg = xt + g * inner;
-                double* ag = acc + g * inner;
-                for (npy_intp j = 0; j < inner; ++j) {
-                    const float p = xg[j] * wg;
-                    ag[j] += (double)p;
-                }
-            }
+    for (npy_intp i = 0; i < T; ++i) {
+        const float al = alpha[i * N + n] / total;
+        alpha[i * N + n] = al;
+        if (al == 0.f)
+            continue;
+        const float* ci = cc + (i * N + n) * K2;
+        for (npy_intp j = 0; j < K2; ++j) {
+            const float w = ci[j] * al;
+            acc[j] += (double)w;
         }
     }
-    for (npy_intp j = 0; j < m; ++j)
-        out[j] = (float)acc[j];
+    for (npy_intp j = 0; j < K2; ++j)
+        ctx[n * K2 + j] = (float)acc[j];
+}
+
+/* Its gradient for sample n, from g_ctx[n] (K2) and g_alpha[:, n] (or
+   none): s_i = g_alpha_i + g_ctx . cc[i,n]; d cc[i,n] = alpha_i g_ctx;
+   d e_i = alpha_i (s_i - sum_j alpha_j s_j); d pre = d e_i U (1 - y^2)
+   = d pctx[i,n], summed over i into d q[n]; d U += d e_i y; d c += d e_i.
+   y: scratch of k floats; gq: k doubles; gU: k doubles (this thread's). */
+static double nmt_attention_grad_sample(
+    const float* pctx, const float* q, const float* U, const float* cc,
+    const float* mask, const float* alpha, const float* g_ctx,
+    const float* g_alpha, npy_intp T, npy_intp N, npy_intp k, npy_intp K2,
+    npy_intp n, float* d_pctx, float* d_q, float* d_cc, float* y, double* gq,
+    double* gU, float* s)
+{
+    const float* gc = g_ctx + n * K2;
+    double sa = 0.;
+    for (npy_intp i = 0; i < T; ++i) {
+        const float al = alpha[i * N + n];
+        const float* ci = cc + (i * N + n) * K2;
+        float* di = d_cc + (i * N + n) * K2;
+        for (npy_intp j = 0; j < K2; ++j)
+            di[j] = al * gc[j];
+        s[i] = (al != 0.f) ? (g_alpha ? g_alpha[i * N + n] : 0.f) + nmt_dot(gc, ci, K2)
+                           : 0.f;
+        sa += (double)al * s[i];
+    }
+    for (npy_intp j = 0; j < k; ++j)
+        gq[j] = 0.;
+    double gc_sum = 0.;
+    const float* qn = q + n * k;
+    for (npy_intp i = 0; i < T; ++i) {
+        const float al = alpha[i * N + n];
+        float* dp = d_pctx + (i * N + n) * k;
+        const float de = (float)(al * (s[i] - sa));
+        const float m = mask ? mask[i * N + n] : 1.f;
+        if (de == 0.f || m == 0.f) {
+            memset(dp, 0, k * sizeof(float));
+            continue;
+        }
+        const float* p = pctx + (i * N + n) * k;
+        for (npy_intp j = 0; j < k; ++j)
+            y[j] = p[j] + qn[j];
+        nmt_tanh_inplace(y, k);
+        for (npy_intp j = 0; j < k; ++j) {
+            const float g = de * U[j] * (1.f - y[j] * y[j]);
+            dp[j] = g;
+            gq[j] += g;
+            gU[j] += (double)(de * y[j]);
+        }
+        gc_sum += de;
+    }
+    for (npy_intp j = 0; j < k; ++j)
+        d_q[n * k + j] = (float)gq[j];
+    return gc_sum;
 }
 
 /* One Adadelta step in place (REFERENCE.md section 6), float32:
@@ -149,6 +221,7 @@ static void nmt_adadelta(float* p, float* eg2, float* edx2, const float* g,
                          npy_intp n, float rho, float eps)
 {
     const float omr = 1.f - rho;
+    #pragma omp parallel for schedule(static) if (n >= NMT_PARALLEL_MIN)
     for (npy_intp i = 0; i < n; ++i) {
         const float gi = g[i];
         const float e = rho * eg2[i] + omr * (gi * gi);
@@ -261,16 +334,16 @@ class _FastCOp(COp):
         return _SUPPORT
 
     def c_headers(self, **kwargs):
-        return ['<math.h>', '<string.h>', '<stdlib.h>']
+        return ['<math.h>', '<string.h>', '<stdlib.h>', '<omp.h>']
 
     def c_compile_args(self, **kwargs):
-        return ['-O3'] + libmvec_flags()
+        return ['-O3', '-fopenmp'] + libmvec_flags()
 
     def c_libraries(self, **kwargs):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (1, bool(libmvec_flags()))
+        return (2, bool(libmvec_flags()))
 
 
 def _as_f32(x):
@@ -280,127 +353,235 @@ def _as_f32(x):
     return x
 
 
-class TanhAdd(_FastCOp):
-    """tanh(a + b[None]): a (T, ...), b of a's shape without the first axis."""
-    __props__ = ()
+class SourceAttention(_FastCOp):
+    """The source attention of one decoder step in one op: (pctx (T, N, k),
+    q (N, k), U_att (k, 1), c_tt (1,), cc (T, N, K2)[, mask (T, N)]) ->
+    (ctx (N, K2), alpha (T, N)); see ``attention``."""
+    __props__ = ('has_mask',)
 
-    def make_node(self, a, b):
-        a, b = _as_f32(a), _as_f32(b)
-        if b.ndim != a.ndim - 1:
-            raise ValueError('b must have one axis fewer than a')
-        return Apply(self, [a, b], [a.type()])
+    def __init__(self, has_mask):
+        self.has_mask = bool(has_mask)
 
-    def perform(self, node, inputs, outputs):
-        a, b = inputs
-        outputs[0][0] = numpy.tanh(a + b[None]).astype(F32)
-
-    def infer_shape(self, fgraph, node, shapes):
-        return [shapes[0]]
-
-    def L_op(self, inputs, outputs, output_grads):
-        (y,), (gz,) = outputs, output_grads
-        # d tanh(u) / du = 1 - tanh(u)^2, from the output: no tanh again
-        ga = gz * (numpy.float32(1.) - tensor.sqr(y))
-        return [ga, sum_rows(ga)]
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        a, b = inputs
-        (z,) = outputs
-        fail = sub['fail']
-        nd = node.inputs[0].ndim
-        return '{\n' + (
-            _CONTIGUOUS % dict(dst='ac', src=a, fail=fail) +
-            _CONTIGUOUS % dict(dst='bc', src=b, fail='Py_DECREF(ac); ' + fail) + r"""
-    {
-    npy_intp rows = PyArray_DIMS(ac)[0];
-    npy_intp m = rows > 0 ? PyArray_SIZE(ac) / rows : 0;
-    if (PyArray_SIZE(bc) != m) {
-        PyErr_SetString(PyExc_ValueError, "tanh_add: b does not match a[0]");
-        Py_DECREF(ac); Py_DECREF(bc); %(fail)s
-    }
-""" % dict(fail=fail) + _ALLOC_OUT % dict(
-                out=z, nd=nd, dims='PyArray_DIMS(ac)', fail=fail,
-                cleanup='Py_DECREF(ac); Py_DECREF(bc);') + r"""
-    nmt_tanh_add((const float*)PyArray_DATA(ac), (const float*)PyArray_DATA(bc),
-                 (float*)PyArray_DATA(%(z)s), rows, m);
-    Py_DECREF(ac); Py_DECREF(bc);
-    }
-""" % dict(z=z)) + '}\n'
-
-
-class SumRows(_FastCOp):
-    """sum_t x[t], or sum_t x[t] * w[t][..., None] (w: x's shape less the
-    last axis), each product rounded to float32, accumulated in float64."""
-    __props__ = ('weighted',)
-
-    def __init__(self, weighted=False):
-        self.weighted = weighted
-
-    def make_node(self, x, w=None):
-        x = _as_f32(x)
-        inputs = [x]
-        if self.weighted:
-            w = _as_f32(w)
-            if w.ndim != x.ndim - 1:
-                raise ValueError('w must have one axis fewer than x')
-            inputs.append(w)
-        out = tensor.TensorType(F32, x.broadcastable[1:])()
-        return Apply(self, inputs, [out])
+    def make_node(self, pctx, q, U, c, cc, mask=None):
+        inputs = [_as_f32(v) for v in (pctx, q, U, c, cc)]
+        if self.has_mask:
+            inputs.append(_as_f32(mask))
+        if [v.ndim for v in inputs] != [3, 2, 2, 1, 3] + [2] * self.has_mask:
+            raise TypeError('attention takes pctx (T, N, k), q (N, k), U (k, 1), '
+                            'c (1,), cc (T, N, K2)[, mask (T, N)]')
+        return Apply(self, inputs, [tensor.fmatrix(), tensor.fmatrix()])
 
     def perform(self, node, inputs, outputs):
-        x = inputs[0]
-        if self.weighted:
-            x = (x * inputs[1][..., None]).astype(F32)
-        outputs[0][0] = x.sum(axis=0, dtype='float64').astype(F32)
+        pctx, q, U, c, cc = inputs[:5]
+        mask = inputs[5] if self.has_mask else numpy.ones(pctx.shape[:2], F32)
+        y = numpy.tanh(pctx + q[None]).astype(F32)
+        a = (numpy.exp(((y @ U)[..., 0] + c).astype(F32)) * mask).astype(F32)
+        alpha = (a / a.sum(0, dtype='float64').astype(F32)).astype(F32)
+        outputs[0][0] = (cc * alpha[..., None]).astype(F32).sum(
+            0, dtype='float64').astype(F32)
+        outputs[1][0] = alpha
 
     def infer_shape(self, fgraph, node, shapes):
-        return [shapes[0][1:]]
+        return [(shapes[0][1], shapes[4][2]), shapes[0][:2]]
 
     def L_op(self, inputs, outputs, output_grads):
-        (g,) = output_grads
-        x = inputs[0]
-        if not self.weighted:
-            return [tensor.alloc(g, *x.shape)]
-        w = inputs[1]
-        # the same expressions as the gradient of (x * w[..., None]).sum(0)
-        g_rows = tensor.shape_padleft(g)
-        return [g_rows * tensor.shape_padright(w), (g_rows * x).sum(axis=x.ndim - 1)]
+        g_ctx, g_alpha = output_grads
+        ctx, alpha = outputs
+        if isinstance(g_ctx.type, theano.gradient.DisconnectedType):
+            g_ctx = tensor.zeros_like(ctx)
+        has_galpha = not isinstance(g_alpha.type, theano.gradient.DisconnectedType)
+        args = [inputs[0], inputs[1], inputs[2], inputs[4]] + inputs[5:] + [alpha, g_ctx]
+        grads = SourceAttentionGrad(self.has_mask, has_galpha)(
+            *(args + ([g_alpha] if has_galpha else [])))
+        d_pctx, d_q, d_U, d_c, d_cc = grads
+        out = [d_pctx, d_q, d_U, d_c, d_cc]
+        if self.has_mask:
+            out.append(theano.gradient.grad_not_implemented(
+                self, 5, inputs[5], 'the attention mask is data'))
+        return out
 
     def c_code(self, node, name, inputs, outputs, sub):
-        x = inputs[0]
-        (out,) = outputs
-        fail = sub['fail']
-        nd = node.inputs[0].ndim
-        code = '{\n' + _CONTIGUOUS % dict(dst='xc', src=x, fail=fail)
-        if self.weighted:
-            code += _CONTIGUOUS % dict(dst='wc', src=inputs[1],
-                                       fail='Py_DECREF(xc); ' + fail)
+        mask = inputs[5] if self.has_mask else None
+        return _attention_forward_c(inputs[:5] + [mask], outputs, sub)
+
+
+class SourceAttentionGrad(_FastCOp):
+    """Gradient of SourceAttention: (d pctx, d q, d U_att, d c_tt, d cc)."""
+    __props__ = ('has_mask', 'has_galpha')
+
+    def __init__(self, has_mask, has_galpha):
+        self.has_mask, self.has_galpha = bool(has_mask), bool(has_galpha)
+
+    def make_node(self, pctx, q, U, cc, *rest):
+        inputs = [_as_f32(v) for v in (pctx, q, U, cc) + rest]
+        outputs = [tensor.ftensor3(), tensor.fmatrix(), tensor.fmatrix(),
+                   tensor.fvector(), tensor.ftensor3()]
+        return Apply(self, inputs, outputs)
+
+    def _split(self, inputs):
+        pctx, q, U, cc = inputs[:4]
+        rest = list(inputs[4:])
+        mask = rest.pop(0) if self.has_mask else None
+        alpha, g_ctx = rest[0], rest[1]
+        g_alpha = rest[2] if self.has_galpha else None
+        return pctx, q, U, cc, mask, alpha, g_ctx, g_alpha
+
+    def perform(self, node, inputs, outputs):
+        pctx, q, U, cc, mask, alpha, g_ctx, g_alpha = self._split(inputs)
+        live = alpha != 0
+        s = numpy.einsum('nk,ink->in', g_ctx, cc).astype(F32)
+        if g_alpha is not None:
+            s = (s + g_alpha).astype(F32)
+        s = numpy.where(live, s, 0).astype(F32)
+        sa = (alpha.astype('float64') * s).sum(0)
+        de = (alpha * (s - sa)).astype(F32)
+        if mask is not None:
+            de[mask == 0] = 0.
+        y = numpy.tanh(pctx + q[None]).astype(F32)
+        d_pre = (de[..., None] * U[:, 0] * (1 - y * y)).astype(F32)
+        outputs[0][0] = d_pre
+        outputs[1][0] = d_pre.sum(0, dtype='float64').astype(F32)
+        outputs[2][0] = (de[..., None] * y).astype(F32).sum(
+            (0, 1), dtype='float64').astype(F32)[:, None]
+        outputs[3][0] = numpy.array([de.sum(dtype='float64')], F32)
+        outputs[4][0] = (alpha[..., None] * g_ctx[None]).astype(F32)
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0], shapes[1], shapes[2], (1,), shapes[3]]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return _attention_backward_c(list(self._split(inputs)), outputs, sub)
+
+
+def _contiguous(pairs, fail):
+    """C declaring contiguous copies (dst, src) of inputs (NULL where src is
+    None), and the C releasing them all."""
+    code, done = '', []
+    for dst, src in pairs:
+        if src is None:
+            code += 'PyArrayObject* %s = NULL;\n' % dst
         else:
-            code += 'PyArrayObject* wc = NULL;\n'
-        cleanup = 'Py_DECREF(xc); Py_XDECREF(wc);'
-        return code + r"""
-    {
-    npy_intp rows = PyArray_DIMS(xc)[0];
-    npy_intp m = 1, inner = %(nd)s > 1 ? PyArray_DIMS(xc)[%(nd)s - 1] : 1;
-    for (int d = 1; d < %(nd)s; ++d) m *= PyArray_DIMS(xc)[d];
-    if (wc != NULL && (PyArray_DIMS(wc)[0] != rows || (inner > 0 &&
-                       PyArray_SIZE(wc) != rows * (m / inner)))) {
-        PyErr_SetString(PyExc_ValueError, "sum_rows: w does not match x");
+            undo = ''.join('Py_XDECREF(%s); ' % d for d in done)
+            code += _CONTIGUOUS % dict(dst=dst, src=src, fail=undo + fail)
+        done.append(dst)
+    return code, ''.join('Py_XDECREF(%s); ' % d for d in done)
+
+
+_ATTENTION_CHECKS = r"""
+    npy_intp T = PyArray_DIMS(pc)[0], N = PyArray_DIMS(pc)[1], k = PyArray_DIMS(pc)[2];
+    npy_intp K2 = PyArray_DIMS(ccc)[2];
+    if (PyArray_DIMS(qc)[0] != N || PyArray_DIMS(qc)[1] != k || PyArray_SIZE(uc) != k ||
+        PyArray_DIMS(ccc)[0] != T || PyArray_DIMS(ccc)[1] != N ||
+        (mc && (PyArray_DIMS(mc)[0] != T || PyArray_DIMS(mc)[1] != N))) {
+        PyErr_SetString(PyExc_ValueError, "attention: shapes do not match");
         %(cleanup)s %(fail)s
     }
-""" % dict(nd=nd, cleanup=cleanup, fail=fail) + _ALLOC_OUT % dict(
-            out=out, nd=nd - 1, dims='PyArray_DIMS(xc) + 1', fail=fail,
-            cleanup=cleanup) + r"""
-    double* acc = (double*)malloc((m > 0 ? m : 1) * sizeof(double));
-    if (acc == NULL) { PyErr_NoMemory(); %(cleanup)s %(fail)s }
-    nmt_sum_rows((const float*)PyArray_DATA(xc),
-                 wc ? (const float*)PyArray_DATA(wc) : NULL,
-                 (float*)PyArray_DATA(%(out)s), rows, m, inner > 0 ? inner : 1, acc);
-    free(acc);
-    %(cleanup)s
+    const float* M = mc ? (const float*)PyArray_DATA(mc) : NULL;
+    int no_memory = 0;
+"""
+
+
+def _attention_forward_c(inputs, outputs, sub):
+    pctx, q, U, c, cc, mask = inputs
+    ctx, alpha = outputs
+    fail = sub['fail']
+    code, cleanup = _contiguous([('pc', pctx), ('qc', q), ('uc', U), ('cvc', c),
+                                 ('ccc', cc), ('mc', mask)], fail)
+    code = '{\n' + code + _ATTENTION_CHECKS % dict(cleanup=cleanup, fail=fail)
+    code += r"""
+    npy_intp ctx_dims[2] = {N, K2};
+    npy_intp alpha_dims[2] = {T, N};
+"""
+    for out, dims in ((ctx, 'ctx_dims'), (alpha, 'alpha_dims')):
+        code += _ALLOC_OUT % dict(out=out, nd=2, dims=dims, fail=fail, cleanup=cleanup)
+    code += r"""
+    const float cv = PyArray_SIZE(cvc) > 0 ? ((const float*)PyArray_DATA(cvc))[0] : 0.f;
+    #pragma omp parallel if (T * N * k >= NMT_PARALLEL_MIN)
+    {
+        float* y = (float*)malloc((k > 0 ? k : 1) * sizeof(float));
+        double* acc = (double*)malloc((K2 > 0 ? K2 : 1) * sizeof(double));
+        #pragma omp for schedule(static)
+        for (npy_intp n = 0; n < N; ++n) {
+            if (y == NULL || acc == NULL) { no_memory = 1; continue; }
+            nmt_attention_sample((const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc),
+                                 (const float*)PyArray_DATA(uc), cv,
+                                 (const float*)PyArray_DATA(ccc), M, T, N, k, K2, n,
+                                 (float*)PyArray_DATA(%(alpha)s), (float*)PyArray_DATA(%(ctx)s),
+                                 y, acc);
+        }
+        free(y); free(acc);
     }
+    %(cleanup)s
+    if (no_memory) { PyErr_NoMemory(); %(fail)s }
 }
-""" % dict(out=out, cleanup=cleanup, fail=fail)
+""" % dict(alpha=alpha, ctx=ctx, cleanup=cleanup, fail=fail)
+    return code
+
+
+def _attention_backward_c(inputs, outputs, sub):
+    pctx, q, U, cc, mask, alpha, g_ctx, g_alpha = inputs
+    d_pctx, d_q, d_U, d_c, d_cc = outputs
+    fail = sub['fail']
+    code, cleanup = _contiguous([('pc', pctx), ('qc', q), ('uc', U), ('ccc', cc),
+                                 ('mc', mask), ('ac', alpha), ('gcc', g_ctx),
+                                 ('gac', g_alpha)], fail)
+    code = '{\n' + code + _ATTENTION_CHECKS % dict(cleanup=cleanup, fail=fail)
+    code += r"""
+    npy_intp dq_dims[2] = {N, k}, du_dims[2] = {k, 1}, dc_dims[1] = {1};
+"""
+    for out, nd, dims in ((d_pctx, 3, 'PyArray_DIMS(pc)'), (d_q, 2, 'dq_dims'),
+                          (d_U, 2, 'du_dims'), (d_c, 1, 'dc_dims'),
+                          (d_cc, 3, 'PyArray_DIMS(ccc)')):
+        code += _ALLOC_OUT % dict(out=out, nd=nd, dims=dims, fail=fail, cleanup=cleanup)
+    code += r"""
+    int nt = 1;
+    #ifdef _OPENMP
+    if (T * N * k >= NMT_PARALLEL_MIN) nt = omp_get_max_threads();
+    #endif
+    /* each thread sums its samples' d U and d c in its own doubles */
+    double* gU = (double*)calloc((size_t)nt * (k > 0 ? k : 1), sizeof(double));
+    double* gcs = (double*)calloc(nt, sizeof(double));
+    if (gU == NULL || gcs == NULL) {
+        free(gU); free(gcs); PyErr_NoMemory(); %(cleanup)s %(fail)s
+    }
+    #pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+        #ifdef _OPENMP
+        tid = omp_get_thread_num();
+        #endif
+        float* y = (float*)malloc((k > 0 ? k : 1) * sizeof(float));
+        double* gq = (double*)malloc((k > 0 ? k : 1) * sizeof(double));
+        float* s = (float*)malloc((T > 0 ? T : 1) * sizeof(float));
+        #pragma omp for schedule(static)
+        for (npy_intp n = 0; n < N; ++n) {
+            if (y == NULL || gq == NULL || s == NULL) { no_memory = 1; continue; }
+            gcs[tid] += nmt_attention_grad_sample(
+                (const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc),
+                (const float*)PyArray_DATA(uc), (const float*)PyArray_DATA(ccc), M,
+                (const float*)PyArray_DATA(ac), (const float*)PyArray_DATA(gcc),
+                gac ? (const float*)PyArray_DATA(gac) : NULL, T, N, k, K2, n,
+                (float*)PyArray_DATA(%(d_pctx)s), (float*)PyArray_DATA(%(d_q)s),
+                (float*)PyArray_DATA(%(d_cc)s), y, gq, gU + (size_t)tid * k, s);
+        }
+        free(y); free(gq); free(s);
+    }
+    for (npy_intp j = 0; j < k; ++j) {
+        double sum = 0.;
+        for (int t = 0; t < nt; ++t)
+            sum += gU[(size_t)t * k + j];
+        ((float*)PyArray_DATA(%(d_U)s))[j] = (float)sum;
+    }
+    double csum = 0.;
+    for (int t = 0; t < nt; ++t)
+        csum += gcs[t];
+    ((float*)PyArray_DATA(%(d_c)s))[0] = (float)csum;
+    free(gU); free(gcs);
+    %(cleanup)s
+    if (no_memory) { PyErr_NoMemory(); %(fail)s }
+}
+""" % dict(d_pctx=d_pctx, d_q=d_q, d_U=d_U, d_c=d_c, d_cc=d_cc, cleanup=cleanup, fail=fail)
+    return code
 
 
 class SoftmaxNll(_FastCOp):
@@ -435,12 +616,18 @@ class SoftmaxNll(_FastCOp):
     def c_code(self, node, name, inputs, outputs, sub):
         (cost,) = outputs
         return _output_layer_c_code(inputs, sub, r"""
-    for (npy_intp i = 0; i < N && !bad_index; ++i) {
-        const npy_int64 yi = Y[i];
-        float m; double si;
-        if (yi < 0 || yi >= V) { bad_index = 1; break; }
-        nmt_softmax_row(X + i * V, B, V, buf, &m, &si);
-        ((float*)PyArray_DATA(%(cost)s))[i] = -logf((float)(buf[yi] * si));
+    #pragma omp parallel if (N * V >= NMT_PARALLEL_MIN)
+    {
+        float* buf = (float*)malloc((V > 0 ? V : 1) * sizeof(float));
+        #pragma omp for schedule(static)
+        for (npy_intp i = 0; i < N; ++i) {
+            const npy_int64 yi = Y[i];
+            float m; double si;
+            if (buf == NULL || yi < 0 || yi >= V) { bad_index = 1; continue; }
+            nmt_softmax_row(X + i * V, B, V, buf, &m, &si);
+            ((float*)PyArray_DATA(%(cost)s))[i] = -logf((float)(buf[yi] * si));
+        }
+        free(buf);
     }
 """ % dict(cost=cost), [(cost, 'NPY_FLOAT32', '1', '&N')])
 
@@ -479,16 +666,35 @@ class SoftmaxNllGrad(_FastCOp):
         g = inputs[0]
         dx, db = outputs
         return _output_layer_c_code(inputs[1:], sub, r"""
-    double* acc = (double*)calloc(V > 0 ? V : 1, sizeof(double));
-    if (acc == NULL) { free(buf); PyErr_NoMemory(); %(cleanup)s %(fail)s }
-    for (npy_intp i = 0; i < N; ++i) {
-        const npy_int64 yi = Y[i];
-        if (yi < 0 || yi >= V) { bad_index = 1; break; }
-        nmt_nll_grad_row(X + i * V, B, V, yi, ((float*)PyArray_DATA(%(g)s))[i], buf,
-                         (float*)PyArray_DATA(%(dx)s) + i * V, acc);
+    /* each thread sums its rows' d b in its own double array */
+    int nt = 1;
+    #ifdef _OPENMP
+    if (N * V >= NMT_PARALLEL_MIN) nt = omp_get_max_threads();
+    #endif
+    double* acc = (double*)calloc((size_t)nt * (V > 0 ? V : 1), sizeof(double));
+    if (acc == NULL) { PyErr_NoMemory(); %(cleanup)s %(fail)s }
+    #pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+        #ifdef _OPENMP
+        tid = omp_get_thread_num();
+        #endif
+        float* buf = (float*)malloc((V > 0 ? V : 1) * sizeof(float));
+        #pragma omp for schedule(static)
+        for (npy_intp i = 0; i < N; ++i) {
+            const npy_int64 yi = Y[i];
+            if (buf == NULL || yi < 0 || yi >= V) { bad_index = 1; continue; }
+            nmt_nll_grad_row(X + i * V, B, V, yi, ((float*)PyArray_DATA(%(g)s))[i], buf,
+                             (float*)PyArray_DATA(%(dx)s) + i * V, acc + (size_t)tid * V);
+        }
+        free(buf);
     }
-    for (npy_intp j = 0; j < V; ++j)
-        ((float*)PyArray_DATA(%(db)s))[j] = (float)acc[j];
+    for (npy_intp j = 0; j < V; ++j) {
+        double sum = 0.;
+        for (int k = 0; k < nt; ++k)
+            sum += acc[(size_t)k * V + j];
+        ((float*)PyArray_DATA(%(db)s))[j] = (float)sum;
+    }
     free(acc);
 """ % dict(g=g, dx=dx, db=db, fail=sub['fail'],
            cleanup='Py_DECREF(xc); Py_DECREF(bc); Py_DECREF(yc);'), [
@@ -557,8 +763,8 @@ class AdadeltaStep(_FastCOp):
 
 def _output_layer_c_code(inputs, sub, body, allocations):
     """C code around an output-layer loop: contiguous x (N, V), b (V,) and
-    y (N,) as X, B, Y; a scratch row buf; the outputs allocated; an index
-    check."""
+    y (N,) as X, B, Y; the outputs allocated; a check of the word ids (the
+    loop sets bad_index; a failed scratch allocation counts as one)."""
     x, b, y = inputs
     fail = sub['fail']
     cleanup = 'Py_DECREF(xc); Py_DECREF(bc); Py_DECREF(yc);'
@@ -579,15 +785,10 @@ def _output_layer_c_code(inputs, sub, body, allocations):
     for out, typenum, nd, dims in allocations:
         code += _ALLOC_OUT.replace('NPY_FLOAT32', typenum) % dict(
             out=out, nd=nd, dims=dims, fail=fail, cleanup=cleanup)
-    code += r"""
-    float* buf = (float*)malloc((V > 0 ? V : 1) * sizeof(float));
-    if (buf == NULL) { PyErr_NoMemory(); %(cleanup)s %(fail)s }
-""" % dict(cleanup=cleanup, fail=fail)
     code += body + r"""
-    free(buf);
     %(cleanup)s
     if (bad_index) {
-        PyErr_SetString(PyExc_IndexError, "output layer: a word id is out of range");
+        PyErr_SetString(PyExc_IndexError, "output layer: a word id is out of range (or no memory)");
         %(fail)s
     }
 }
@@ -595,10 +796,7 @@ def _output_layer_c_code(inputs, sub, body, allocations):
     return code
 
 
-_tanh_add = TanhAdd()
-_sum_rows = SumRows(False)
 _softmax_nll = SoftmaxNll()
-_weighted_sum_rows = SumRows(True)
 _ENABLED = [True]
 
 
@@ -616,11 +814,23 @@ def enabled():
     return _ENABLED[-1]
 
 
-def tanh_add(a, b):
-    """tanh(a + b[None]) (see the module's docstring)."""
+def attention(pctx, q, U_att, c_tt, cc, mask=None):
+    """The source attention (REFERENCE.md section 3): alpha = softmax over
+    the source of (tanh(pctx + q) U_att + c_tt), masked (exp without max
+    subtraction, times the mask, normalised, as the original computes);
+    ctx = sum_i alpha_i cc_i.  Returns (ctx (N, K2), alpha (T, N)).  The op
+    reads pctx and cc once (twice for the gradient), skips masked source
+    positions and evaluates tanh with the vector tanhf; its dot product with
+    U_att sums in another order than BLAS (float32 rounding)."""
     if not enabled():
-        return tensor.tanh(a + tensor.shape_padleft(b))
-    return _tanh_add(a, b)
+        e = tensor.dot(tensor.tanh(pctx + tensor.shape_padleft(q)), U_att) + c_tt
+        alpha = tensor.exp(e.reshape([e.shape[0], e.shape[1]]))
+        if mask is not None:
+            alpha = alpha * mask
+        alpha = alpha / alpha.sum(0, keepdims=True)
+        return (cc * alpha[:, :, None]).sum(0), alpha
+    op = SourceAttention(mask is not None)
+    return op(*([pctx, q, U_att, c_tt, cc] + ([mask] if mask is not None else [])))
 
 
 def output_nll(hidden, W, b, y, y_mask):
@@ -648,10 +858,3 @@ def adadelta_step(p, eg2, edx2, g, rho, eps):
     """(p, Eg2, Edx2) after one Adadelta step, computed in place (the
     function using it must be compiled with accept_inplace=True)."""
     return AdadeltaStep(rho, eps)(p, eg2, edx2, g)
-
-
-def sum_rows(x, w=None):
-    """sum over the first axis of x, or of x * w[..., None]."""
-    if not enabled():
-        return (x if w is None else x * tensor.shape_padright(w)).sum(0)
-    return _sum_rows(x) if w is None else _weighted_sum_rows(x, w)

@@ -22,67 +22,69 @@ def _arrays(seed, shape):
     return (rng.standard_normal(shape) * scale).astype('float32')
 
 
-def _ulps(got, exact):
-    """Distance in float32 steps from the correctly rounded value."""
-    def ordered(v):
-        i = v.astype('float32').view('int32').astype('int64')
-        return np.where(i < 0, -(i & 0x7fffffff), i)
-    return np.abs(ordered(got) - ordered(exact))
+def _attention_inputs(seed, T=7, N=5, k=33, masked=True):
+    """pctx, q, U_att, c_tt, cc, mask and upstream gradients of ctx and
+    alpha; k = 33: not a multiple of the vector width (tail path)."""
+    rng = np.random.RandomState(seed)
+    mask = (rng.rand(T, N) > 0.3).astype('float32') if masked else np.ones((T, N), 'float32')
+    mask[0] = 1.
+    return [_arrays(seed + 1, (T, N, k)), _arrays(seed + 2, (N, k)),
+            (rng.standard_normal((k, 1)) * 0.5).astype('float32'),
+            rng.standard_normal(1).astype('float32'),
+            rng.standard_normal((T, N, k)).astype('float32'), mask,
+            rng.standard_normal((N, k)).astype('float32'),
+            rng.standard_normal((T, N)).astype('float32')]
+
+
+def _attention_function(original, mode, masked, with_galpha=True):
+    """(pctx, q, U, c, cc, mask, g_ctx, g_alpha) -> [ctx, alpha, d pctx, d q,
+    d U, d cc] with or without fast_ops."""
+    P, Q, U, C, CC = (tensor.tensor3('p'), tensor.matrix('q'), tensor.matrix('U'),
+                      tensor.vector('c'), tensor.tensor3('cc'))
+    M, GC, GA = tensor.matrix('m'), tensor.matrix('gc'), tensor.matrix('ga')
+    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+        ctx, alpha = fast_ops.attention(P, Q, U, C, CC, M if masked else None)
+    cost = (ctx * GC).sum() + ((alpha * GA).sum() if with_galpha else 0)
+    outs = [ctx, alpha] + tensor.grad(cost, [P, Q, U, CC])
+    return theano.function([P, Q, U, C, CC, M, GC, GA], outs, mode=mode,
+                           on_unused_input='ignore')
 
 
 @pytest.mark.parametrize('mode', MODES)
-def test_tanh_add_is_tanh_of_the_sum_within_one_ulp(mode):
-    # 5 x 33 values a row: not a multiple of the vector width (tail path)
-    a, b = _arrays(1, (7, 5, 33)), _arrays(2, (5, 33))
-    ta, tb = tensor.tensor3('a'), tensor.matrix('b')
-    got = theano.function([ta, tb], fast_ops.tanh_add(ta, tb), mode=mode)(a, b)
-    summed = (a + b[None]).astype('float32')          # the float32 add
-    exact = np.tanh(summed.astype('float64'))
-    assert got.dtype == np.float32 and got.shape == a.shape
-    assert _ulps(got, exact).max() <= 1
+@pytest.mark.parametrize('masked', [True, False])
+def test_attention_equals_the_original_graph(mode, masked):
+    vals = _attention_inputs(1, masked=masked)
+    for with_galpha in (True, False):
+        got = _attention_function(False, mode, masked, with_galpha)(*vals)
+        expected = _attention_function(True, 'FAST_RUN', masked, with_galpha)(*vals)
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-6 * np.abs(e).max())
+    if masked:   # masked source positions: no weight, no gradient
+        alpha, d_pctx, d_cc = got[1], got[2], got[5]
+        assert np.all(alpha[vals[5] == 0] == 0)
+        assert np.all(d_pctx[vals[5] == 0] == 0) and np.all(d_cc[vals[5] == 0] == 0)
 
 
-def test_tanh_add_gradient_reuses_the_output():
-    a, b, c = _arrays(3, (6, 4, 20)), _arrays(4, (4, 20)), _arrays(5, (6, 4, 20))
-    ta, tb, tc = tensor.tensor3('a'), tensor.matrix('b'), tensor.tensor3('c')
-    y = fast_ops.tanh_add(ta, tb)
-    f = theano.function([ta, tb, tc], [y] + tensor.grad((y * tc).sum(), [ta, tb]))
-    yv, ga, gb = f(a, b, c)
-    # d tanh(u)/du = 1 - y^2 from the output y (float64 here: the compiled
-    # code may contract 1 - y*y into one fused multiply-add)
-    y64 = yv.astype('float64')
-    ga_ref = c * (1. - y64 * y64)
-    np.testing.assert_allclose(ga, ga_ref, rtol=2e-7, atol=1e-12)
-    np.testing.assert_allclose(gb, ga.sum(0, dtype='float64'), rtol=1e-6, atol=1e-12)
-    # the backward pass evaluates no tanh: the compiled graph has only the op's
-    ops = [str(n.op).lower() for n in f.maker.fgraph.toposort()]
-    assert not [o for o in ops if 'tanh' in o and 'tanhadd' not in o], ops
-
-
-@pytest.mark.parametrize('mode', MODES)
-@pytest.mark.parametrize('weighted', [False, True])
-def test_sum_rows_equals_theanos_sum_and_its_gradients(mode, weighted):
-    x, w, g = _arrays(6, (9, 3, 17)), np.abs(_arrays(7, (9, 3))), _arrays(8, (3, 17))
-    tx, tw, tg = tensor.tensor3('x'), tensor.matrix('w'), tensor.matrix('g')
-    outs = {}
-    for name, graph in (('fast', lambda: fast_ops.sum_rows(tx, tw if weighted else None)),
-                        ('theano', lambda: (tx * tw[:, :, None] if weighted else tx).sum(0))):
-        s = graph()
-        wrt = [tx, tw] if weighted else [tx]
-        outs[name] = theano.function([tx, tw, tg], [s] + tensor.grad((s * tg).sum(), wrt),
-                                     mode=mode, on_unused_input='ignore')(x, w, g)
-    for got, expected in zip(outs['fast'], outs['theano']):
-        np.testing.assert_array_equal(got, expected)
+def test_attention_against_numpy_float64():
+    pctx, q, U, c, cc, mask = [v.astype('float64') for v in _attention_inputs(2)[:6]]
+    ctx, alpha = _attention_function(False, 'FAST_RUN', True)(*_attention_inputs(2))[:2]
+    e = np.tanh(pctx + q[None]) @ U[:, 0] + c[0]
+    a = np.exp(e) * mask
+    a /= a.sum(0)
+    np.testing.assert_allclose(alpha, a, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ctx, (cc * a[..., None]).sum(0), rtol=1e-5, atol=1e-6)
 
 
 def test_original_graph_builds_theanos_ops():
-    ta, tb = tensor.tensor3('a'), tensor.matrix('b')
+    P, Q, U, C, CC = (tensor.tensor3('p'), tensor.matrix('q'), tensor.matrix('U'),
+                      tensor.vector('c'), tensor.tensor3('cc'))
     with fast_ops.original_graph():
         assert not fast_ops.enabled()
-        y = fast_ops.sum_rows(fast_ops.tanh_add(ta, tb), tb)
+        ctx, alpha = fast_ops.attention(P, Q, U, C, CC)
     assert fast_ops.enabled()
-    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort([ta, tb], [y])}
-    assert not ops & {'TanhAdd', 'SumRows'} and 'Elemwise' in ops
+    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort([P, Q, U, C, CC],
+                                                                        [ctx, alpha])}
+    assert 'SourceAttention' not in ops and 'Elemwise' in ops
 
 
 def _model_functions(nmt, options, original):
@@ -218,3 +220,40 @@ def test_adadelta_step_in_place_matches_the_reference(mode):
     if mode == 'FAST_RUN':   # the update is one in-place op per parameter
         ops = [n.op for n in f.maker.fgraph.toposort()]
         assert sum(isinstance(o, fast_ops.AdadeltaStep) for o in ops) == 2
+
+
+def _omp_set_num_threads(n):
+    """Set OpenMP's thread count of this process (False without libgomp)."""
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library('gomp')
+    if not name:
+        return False
+    ctypes.CDLL(name).omp_set_num_threads(int(n))
+    return True
+
+
+def test_two_threads_compute_the_same_numbers():
+    # sizes above fast_ops' threshold for going parallel (262,144 values)
+    att = _attention_inputs(21, T=8, N=40, k=1024)
+    x = (_arrays(24, (300, 1000)) * 3).astype('float32')
+    bias, y = _arrays(25, (1000,)), np.random.RandomState(26).randint(0, 1000, 300)
+    g = np.abs(_arrays(27, (300,)))
+    f_att = _attention_function(False, 'FAST_RUN', True)
+    tx, tbias, ty, tg = (tensor.matrix('x'), tensor.vector('bias'),
+                         tensor.vector('y', dtype='int64'), tensor.vector('g'))
+    outs = [fast_ops.SoftmaxNll()(tx, tbias, ty)] + fast_ops.SoftmaxNllGrad()(tg, tx, tbias, ty)
+    f_out = theano.function([tx, tbias, ty, tg], outs)
+    results = {}
+    for n in (1, 2):
+        if not _omp_set_num_threads(n):
+            pytest.skip('no libgomp')
+        results[n] = f_att(*att) + f_out(x, bias, y.astype('int64'), g)
+    _omp_set_num_threads(1)
+    # per-sample and per-row work: identical; d U_att and d b are sums of the
+    # threads' double partial sums: the same to float32 rounding
+    for i, (one, two) in enumerate(zip(results[1], results[2])):
+        if i in (4, 8):
+            np.testing.assert_allclose(one, two, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(one, two)
