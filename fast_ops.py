@@ -30,8 +30,10 @@ import functools
 import numpy
 import theano
 import theano.tensor as tensor
+from theano.compile import optdb
 from theano.graph.basic import Apply
 from theano.graph.op import COp
+from theano.graph.opt import TopoOptimizer, local_optimizer
 
 F32 = 'float32'
 
@@ -702,14 +704,19 @@ class SoftmaxNllGrad(_FastCOp):
 
 
 class AdadeltaStep(_FastCOp):
-    """One Adadelta step of a parameter, in place: (p, Eg2, Edx2, g) ->
-    (p, Eg2, Edx2) updated; one pass over the four arrays instead of
-    Theano's several, which also allocated new arrays at every update."""
-    __props__ = ('rho', 'eps')
+    """One Adadelta step of a parameter: (p, Eg2, Edx2, g) -> (p, Eg2, Edx2)
+    updated, in one pass.  Built out of place; in FAST_RUN an optimizer of
+    Theano's inplace phase (like its own for Gemm or IncSubtensor) makes it
+    update the shared variables' arrays in place: Theano's own graph
+    allocated new arrays for all of them at every update.  (An in-place op
+    in the graph from the start makes every optimizer step validate the
+    destroy map: minutes of compile time.)"""
+    __props__ = ('rho', 'eps', 'inplace')
 
-    def __init__(self, rho, eps):
-        self.rho, self.eps = float(rho), float(eps)
-        self.destroy_map = {0: [0], 1: [1], 2: [2]}
+    def __init__(self, rho, eps, inplace=False):
+        self.rho, self.eps, self.inplace = float(rho), float(eps), bool(inplace)
+        if self.inplace:
+            self.destroy_map = {0: [0], 1: [1], 2: [2]}
 
     def make_node(self, p, eg2, edx2, g):
         inputs = [_as_f32(v) for v in (p, eg2, edx2, g)]
@@ -717,6 +724,8 @@ class AdadeltaStep(_FastCOp):
 
     def perform(self, node, inputs, outputs):
         p, eg2, edx2, g = inputs
+        if not self.inplace:
+            p, eg2, edx2 = p.copy(), eg2.copy(), edx2.copy()
         rho, eps = numpy.float32(self.rho), numpy.float32(self.eps)
         eg2 *= rho
         eg2 += (numpy.float32(1.) - rho) * (g * g)
@@ -732,24 +741,33 @@ class AdadeltaStep(_FastCOp):
 
     def c_code(self, node, name, inputs, outputs, sub):
         fail = sub['fail']
-        code = '{\n' + _CONTIGUOUS % dict(dst='gc', src=inputs[3], fail=fail)
         names = ('pc', 'ec', 'dc')
-        for i, (dst, src) in enumerate(zip(names, inputs[:3])):
-            undo = ''.join('Py_DECREF(%s); ' % n for n in ('gc',) + names[:i])
-            code += _CONTIGUOUS % dict(dst=dst, src=src, fail=undo + fail)
+        code, cleanup = _contiguous([('gc', inputs[3])], fail)
+        code = '{\n' + code
+        for i, (dst, src, out) in enumerate(zip(names, inputs[:3], outputs)):
+            undo = cleanup + ''.join('Py_DECREF(%s); ' % n for n in names[:i])
+            if self.inplace:   # work on the input (a contiguous copy if need be)
+                code += _CONTIGUOUS % dict(dst=dst, src=src, fail=undo + fail)
+            else:              # work on a new array, a copy of the input
+                code += r"""
+    PyArrayObject* %(dst)s = (PyArrayObject*)PyArray_NewCopy(%(src)s, NPY_CORDER);
+    if (%(dst)s == NULL) { %(undo)s %(fail)s }
+""" % dict(dst=dst, src=src, undo=undo, fail=fail)
         code += r"""
     npy_intp n = PyArray_SIZE(pc);
     if (PyArray_SIZE(ec) != n || PyArray_SIZE(dc) != n || PyArray_SIZE(gc) != n) {
         PyErr_SetString(PyExc_ValueError, "adadelta_step: sizes differ");
-        Py_DECREF(gc); Py_DECREF(pc); Py_DECREF(ec); Py_DECREF(dc); %(fail)s
+        %(cleanup)s Py_DECREF(pc); Py_DECREF(ec); Py_DECREF(dc); %(fail)s
     }
     nmt_adadelta((float*)PyArray_DATA(pc), (float*)PyArray_DATA(ec),
                  (float*)PyArray_DATA(dc), (const float*)PyArray_DATA(gc), n,
                  %(rho)r, %(eps)r);
-""" % dict(fail=fail, rho=self.rho, eps=self.eps)
+    %(cleanup)s
+""" % dict(cleanup=cleanup, fail=fail, rho=self.rho, eps=self.eps)
         for dst, src, out in zip(names, inputs[:3], outputs):
-            # a non-contiguous input was copied: write the result back into it
-            code += r"""
+            if self.inplace:
+                # a non-contiguous input was copied: write the result back
+                code += r"""
     if (%(dst)s != %(src)s && PyArray_CopyInto(%(src)s, %(dst)s) != 0) {
         Py_DECREF(%(dst)s); %(fail)s
     }
@@ -758,7 +776,23 @@ class AdadeltaStep(_FastCOp):
     %(out)s = %(src)s;
     Py_INCREF(%(out)s);
 """ % dict(dst=dst, src=src, out=out, fail=fail)
-        return code + 'Py_DECREF(gc);\n}\n'
+            else:
+                code += 'Py_XDECREF(%(out)s);\n%(out)s = %(dst)s;\n' % dict(out=out, dst=dst)
+        return code + '}\n'
+
+
+@local_optimizer([AdadeltaStep], inplace=True)
+def _adadelta_step_inplace(fgraph, node):
+    if isinstance(node.op, AdadeltaStep) and not node.op.inplace:
+        return AdadeltaStep(node.op.rho, node.op.eps, inplace=True)(
+            *node.inputs, return_list=True)
+    return False
+
+
+optdb.register('nmt_adadelta_step_inplace',
+               TopoOptimizer(_adadelta_step_inplace,
+                             failure_callback=TopoOptimizer.warn_inplace),
+               60, 'fast_run', 'inplace')
 
 
 def _output_layer_c_code(inputs, sub, body, allocations):
@@ -855,6 +889,5 @@ def output_nll(hidden, W, b, y, y_mask):
 
 
 def adadelta_step(p, eg2, edx2, g, rho, eps):
-    """(p, Eg2, Edx2) after one Adadelta step, computed in place (the
-    function using it must be compiled with accept_inplace=True)."""
+    """(p, Eg2, Edx2) after one Adadelta step (in place once compiled)."""
     return AdadeltaStep(rho, eps)(p, eg2, edx2, g)

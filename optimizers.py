@@ -60,7 +60,7 @@ def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
             new_p, new_rg2, new_ru2 = fast_ops.adadelta_step(p, rg2, ru2, g, rho, eps)
             updates += [(p, new_p), (rg2, new_rg2), (ru2, new_ru2)]
         f = theano.function(inp, cost, updates=updates, name='adadelta_fused',
-                            mode=mode, accept_inplace=True)
+                            mode=mode)
         return f, _no_update
     if fused:
         updir = [step(g, ru2, r) for g, ru2, r in zip(grads, running_up2, rg2_new)]

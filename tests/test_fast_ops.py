@@ -219,7 +219,7 @@ def test_adadelta_step_in_place_matches_the_reference(mode):
         np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-9)
     if mode == 'FAST_RUN':   # the update is one in-place op per parameter
         ops = [n.op for n in f.maker.fgraph.toposort()]
-        assert sum(isinstance(o, fast_ops.AdadeltaStep) for o in ops) == 2
+        assert sum(isinstance(o, fast_ops.AdadeltaStep) and o.inplace for o in ops) == 2
 
 
 def _omp_set_num_threads(n):
