@@ -19,7 +19,7 @@ train      builds the training graph exactly as ``nmt.train`` does (the C ops
            profiler and prints the ten most expensive ops, scans included
            (theano_profile.py), with FILE also Theano's full summaries.
 translate  compiles ``nmt.build_sampler`` for a randomly initialised model and
-           translates N random source sentences with ``nmt.gen_sample``
+           translates N random source sentences with ``beam_search.translate_best``
            (beam 12, maxlen = 2 x source length), picking the best hypothesis
            with the length-normalised score.  A random model almost never
            emits eos early, so nearly every sentence runs to maxlen: the
@@ -73,28 +73,17 @@ WARMUP_UPDATES = 2
 PROFILE_TOP = 10
 BEAM = 12
 
-SCORINGS = ('content', 'content_scope', 'sum', 'product', 'dot')
-# what `--decoder all` runs, in this order
-ALL_DECODERS = ['baseline', 'mean', 'attentive'] + [
-    'attentive-%s' % s for s in SCORINGS if s != 'content'] + ['memory', 'selfattn']
-
-
 def decoder_options(name):
-    """Model options of a --decoder name (ValueError if unknown)."""
-    if name == 'baseline':
-        return {'decoder': 'gru_cond'}
-    if name == 'mean':
-        return {'decoder': 'gru_cond_residual', 'residual': 'mean'}
-    base, _, scoring = name.partition('-')
-    scoring = scoring or 'content'
-    if base == 'attentive' and scoring in SCORINGS:
-        return {'decoder': 'gru_cond_residual', 'residual': 'attentive',
-                'att_scoring': scoring}
-    if base in ('memory', 'selfattn') and scoring in ('content', 'content_scope'):
-        return {'decoder': 'gru_cond_' + base, 'att_scoring': scoring}
-    raise ValueError('unknown decoder %r (baseline, mean, attentive, attentive-'
-                     'SCORING with SCORING in %s, memory[-content_scope], '
-                     'selfattn[-content_scope], all)' % (name, ', '.join(SCORINGS)))
+    """Model options of a --decoder name, from the decoder registry
+    (ValueError if unknown)."""
+    import layers
+    return layers.variant_options(name)
+
+
+def all_decoders():
+    """What `--decoder all` runs: every variant of the registry, in order."""
+    import layers
+    return list(layers.VARIANTS)
 
 
 def model_options(config, decoder):
@@ -106,14 +95,13 @@ def model_options(config, decoder):
 
 def reported_options(options):
     """The options that shape the model and its cost."""
+    import layers
     keys = ['dim_word', 'dim', 'n_words_src', 'n_words', 'encoder', 'decoder',
             'batch_size', 'maxlen', 'use_dropout', 'optimizer', 'clip_c',
             'decay_c', 'alpha_c']
-    if options['decoder'] == 'gru_cond_residual':
-        keys.append('residual')
-        if options['residual'] == 'attentive':
-            keys.append('att_scoring')
-    elif options['decoder'] in ('gru_cond_memory', 'gru_cond_selfattn'):
+    variant, scoring = layers.variant_of(options)
+    keys += [k for k in variant.options if k not in keys]
+    if scoring is not None:
         keys.append('att_scoring')
     return OrderedDict((k, options[k]) for k in keys)
 
@@ -137,12 +125,33 @@ def machine_info():
         ('cpu', cpu), ('cores', os.cpu_count()),
         ('blas', theano.config.blas__ldflags),
         ('theano_device', theano.config.device),
+        ('gpu', gpu_name()),
+        # the caching allocator keeps what was allocated: about the peak
+        ('gpu_mem_used_mib', gpu_mem_used_mib()),
         ('floatX', theano.config.floatX),
         ('allow_gc_flag', bool(theano.config.allow_gc)),
         ('python', platform.python_version()),
         ('numpy', numpy.__version__), ('theano', theano.__version__),
         ('loadavg_at_end', load),
     ])
+
+
+def gpu_name():
+    """The GPU's name when Theano runs on one (THEANO_FLAGS=device=cuda), else None."""
+    import theano
+    if not theano.config.device.startswith('cuda'):
+        return None
+    from theano.gpuarray.type import get_context
+    return get_context(None).devname
+
+
+def gpu_mem_used_mib():
+    import theano
+    if not theano.config.device.startswith('cuda'):
+        return None
+    from theano.gpuarray.type import get_context
+    ctx = get_context(None)
+    return (ctx.total_gmem - ctx.free_gmem) // 2 ** 20
 
 
 def peak_rss_mb():
@@ -380,6 +389,7 @@ def profile_report(timers, full_path):
 
 def bench_translate(config, decoder, n_sentences, seed):
     import nmt
+    from beam_search import translate_best
     import theano
     from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
@@ -399,13 +409,9 @@ def bench_translate(config, decoder, n_sentences, seed):
                for _ in range(n_sentences)]
 
     def translate(words):
-        ids = words + [0]
-        x = numpy.array(ids, dtype='int64').reshape([len(ids), 1])
         maxlen = 2 * len(words)
-        samples, scores = nmt.gen_sample(tparams, f_init, f_next, x, options, k=BEAM,
-                                         maxlen=maxlen, stochastic=False)
-        best = samples[nmt.best_hypothesis(samples, scores, normalize=True)]
-        return best, maxlen
+        best = translate_best(f_init, f_next, words + [0], BEAM, True, maxlen)
+        return best.words, maxlen
 
     # warm-up: one short sentence (first calls allocate the buffers)
     translate(sources[0][:lo])
@@ -537,7 +543,7 @@ def run_all(args, argv):
             continue
         rest.append(a)
     results = []
-    for name in ALL_DECODERS:
+    for name in all_decoders():
         cmd = [sys.executable, os.path.abspath(__file__)] + rest + ['--decoder', name]
         log('running: %s' % ' '.join(cmd[1:]))
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True)

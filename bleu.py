@@ -1,100 +1,86 @@
-"""BLEU as the papers computed it, plus the pieces significance tests need.
+"""BLEU as the papers computed it, through sacrebleu (pinned 2.4.3).
 
-* :func:`corpus_bleu_tokenized` reproduces Moses' ``multi-bleu.perl`` on
-  tokenised text with a single reference: whitespace tokens, n = 1..4,
-  clipped n-gram counts, case-sensitive unless ``lowercase=True`` (``-lc``).
-  Its quirks are kept: the brevity penalty uses the summed reference length
-  (with one reference the "closest" length is that reference's length),
-  ``BP = exp(1 - ref_len / hyp_len)`` only when ``hyp_len < ref_len``, and
-  the score is 0 as soon as one n-gram precision is 0 (``my_log(0)`` is
-  ``-9999999999``).  An empty hypothesis corpus gives 0 (the Perl script
-  divides by zero there).
-* :func:`sentence_stats` gives the per-sentence counts
-  ``[hyp_len, ref_len, m1, t1, m2, t2, m3, t3, m4, t4]``; summed over any
-  sample of sentences they give that sample's corpus BLEU through
-  :func:`bleu_from_stats` (bootstrap resampling).
-* :func:`sentence_bleu_plus1` is sentence-level BLEU with the +1 smoothing of
-  Lin & Och (2004) for n > 1 (BLEU+1), used for the paired t-test.
-* :func:`detok_bleu` is sacrebleu's detokenised BLEU (``tokenize='zh'`` for
-  Chinese, ``'13a'`` otherwise).
+* :func:`corpus_bleu_tokenized`: Moses ``multi-bleu.perl`` BLEU of tokenised
+  text against one reference (the papers' Table 1), computed by sacrebleu with
+  ``tokenize='none', force=True, smooth_method='none'``.  The two agree on
+  every input because, with a single reference:
+  - tokens are whitespace-separated words in both (``str.split``), and
+    ``lowercase=True`` (multi-bleu ``-lc``) lowercases before splitting;
+  - clipped n-gram matches and hypothesis n-gram totals (n = 1..4) are the
+    same counts, and the "closest" reference length is the reference length;
+  - ``BP = exp(1 - r/c)`` only when ``c < r`` (summed lengths), else 1;
+  - a zero precision gives 0: sacrebleu leaves it at 0 and floors its log
+    at -9999999999, so ``exp`` underflows to exactly 0.0, as multi-bleu's
+    ``my_log`` does; an order with no hypothesis n-gram at all (every
+    sentence shorter than n) stops sacrebleu's loop with that precision and
+    the higher ones at 0, so again 0;
+  - no match at all gives 0 before any of this;
+  - sacrebleu averages the logs of percentages, multi-bleu of fractions:
+    the scores differ by rounding only (~1e-13 relative).
+  Where multi-bleu divides by zero (no hypothesis word) the result is BLEU
+  0, with BP 0 when the reference has words and BP 1 when it has none
+  (``c >= r``); no lines at all gives that too (sacrebleu itself raises).
+* :func:`sentence_bleu_plus1`: sentence BLEU with the +1 smoothing of Lin &
+  Och (2004), sacrebleu's ``smooth_method='add-k'`` with k = 1: unigram
+  precision unsmoothed, ``(m_n + 1) / (t_n + 1)`` for n = 2..4, the
+  sentence's own brevity penalty, 0 when no unigram matches (then no n-gram
+  matches) or the hypothesis is empty.  ``effective_order=True`` only
+  silences sacrebleu's warning: after adding 1 no order has a zero total, so
+  all four orders are always used.
+* :func:`detok_bleu`: sacreBLEU on detokenised text, ``zh`` tokeniser for
+  Chinese and ``13a`` otherwise (the NAACL paper's Table 3).
+* :func:`bleu_metric`: the sacrebleu metric behind each of these, for
+  evaluate.py's paired bootstrap.
 """
-import math
-from collections import Counter
+from sacrebleu.metrics import BLEU
 
 MAX_N = 4
-# Index of the fields in a stats vector.
-HYP_LEN, REF_LEN = 0, 1
 
 
-def _ngrams(words, n):
-    return Counter(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+def sacrebleu_tokenize_name(lang):
+    return 'zh' if (lang or '').lower().startswith('zh') else '13a'
 
 
-def sentence_stats(hyp, ref, lowercase=False):
-    """Counts for one sentence pair (strings, whitespace-tokenised).
-
-    Returns a list of 10 ints: hypothesis length, reference length, then for
-    n = 1..4 the clipped matches and the number of hypothesis n-grams.
-    """
-    if lowercase:
-        hyp, ref = hyp.lower(), ref.lower()
-    h, r = hyp.split(), ref.split()
-    stats = [len(h), len(r)]
-    for n in range(1, MAX_N + 1):
-        hyp_counts = _ngrams(h, n)
-        ref_counts = _ngrams(r, n)
-        matches = sum(min(c, ref_counts[g]) for g, c in hyp_counts.items())
-        stats += [matches, max(len(h) - n + 1, 0)]
-    return stats
+def bleu_metric(tokenized=True, lang=None, lowercase=False):
+    """The sacrebleu corpus BLEU: multi-bleu.perl arithmetic on tokenised text
+    (``tokenized``), or sacreBLEU's defaults on detokenised text."""
+    if tokenized:
+        return BLEU(tokenize='none', force=True, smooth_method='none',
+                    lowercase=lowercase)
+    return BLEU(tokenize=sacrebleu_tokenize_name(lang), lowercase=lowercase)
 
 
-def corpus_stats(hyp_lines, ref_lines, lowercase=False):
-    """Per-sentence stats for aligned lists of lines (lengths must agree)."""
-    hyp_lines, ref_lines = list(hyp_lines), list(ref_lines)
+def _check_lengths(hyp_lines, ref_lines):
     if len(hyp_lines) != len(ref_lines):
         raise ValueError('%d hypothesis lines but %d reference lines'
                          % (len(hyp_lines), len(ref_lines)))
-    return [sentence_stats(h, r, lowercase) for h, r in zip(hyp_lines, ref_lines)]
 
 
-def sum_stats(stats_rows):
-    total = [0] * (2 + 2 * MAX_N)
-    for row in stats_rows:
-        for i, v in enumerate(row):
-            total[i] += v
-    return total
-
-
-def bleu_from_stats(stats):
-    """multi-bleu.perl's arithmetic on summed stats; returns the result dict."""
-    hyp_len, ref_len = stats[HYP_LEN], stats[REF_LEN]
-    precisions = []
-    for n in range(MAX_N):
-        correct, total = stats[2 + 2 * n], stats[3 + 2 * n]
-        precisions.append(correct / total if total else 0.0)
-    if ref_len == 0 or hyp_len == 0:
-        bp = 0.0 if hyp_len == 0 else 1.0
-        ratio = hyp_len / ref_len if ref_len else 0.0
-        return {'bleu': 0.0, 'precisions': [100.0 * p for p in precisions],
-                'bp': bp, 'ratio': ratio, 'hyp_len': hyp_len, 'ref_len': ref_len}
-    bp = math.exp(1.0 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
-    if min(precisions) > 0:
-        bleu = bp * math.exp(sum(math.log(p) for p in precisions) / MAX_N)
+def corpus_bleu(hyp_lines, ref_lines, tokenized=True, lang=None, lowercase=False):
+    """Corpus BLEU against one reference as ``{'bleu': 0-100, 'precisions':
+    [p1..p4 in %], 'bp', 'ratio', 'hyp_len', 'ref_len'}``."""
+    hyp_lines, ref_lines = list(hyp_lines), list(ref_lines)
+    _check_lengths(hyp_lines, ref_lines)
+    if not hyp_lines:
+        score = BLEU.compute_bleu([0] * MAX_N, [0] * MAX_N, 0, 0)
     else:
-        bleu = 0.0
-    return {'bleu': 100.0 * bleu, 'precisions': [100.0 * p for p in precisions],
-            'bp': bp, 'ratio': hyp_len / ref_len,
-            'hyp_len': hyp_len, 'ref_len': ref_len}
+        score = bleu_metric(tokenized, lang, lowercase).corpus_score(
+            hyp_lines, [ref_lines])
+    return {'bleu': float(score.score),
+            'precisions': [float(p) for p in score.precisions],
+            'bp': float(score.bp), 'ratio': float(score.ratio),
+            'hyp_len': int(score.sys_len), 'ref_len': int(score.ref_len)}
 
 
 def corpus_bleu_tokenized(hyp_lines, ref_lines, lowercase=False):
-    """multi-bleu.perl BLEU of tokenised hypotheses against one reference.
+    """multi-bleu.perl BLEU of tokenised hypotheses against one reference
+    (result dict as :func:`corpus_bleu`)."""
+    return corpus_bleu(hyp_lines, ref_lines, True, None, lowercase)
 
-    Returns ``{'bleu': 0-100, 'precisions': [p1..p4 in %], 'bp', 'ratio',
-    'hyp_len', 'ref_len'}``.
-    """
-    return bleu_from_stats(sum_stats(corpus_stats(hyp_lines, ref_lines,
-                                                  lowercase)))
+
+def detok_bleu(hyp_lines, ref_lines, lang, lowercase=False):
+    """sacreBLEU (0-100) on detokenised text, default settings otherwise."""
+    return corpus_bleu(hyp_lines, ref_lines, False, lang, lowercase)['bleu']
 
 
 def format_multibleu(result):
@@ -106,44 +92,14 @@ def format_multibleu(result):
                                          result['hyp_len'], result['ref_len']))
 
 
-def sentence_bleu_plus1(stats):
-    """Sentence BLEU (0-100) with +1 smoothing for n > 1 (Lin & Och 2004).
+def sentence_bleu_plus1(hyp_lines, ref_lines, tokenize='none', lowercase=False):
+    """BLEU+1 (0-100) of each hypothesis line against its reference line.
 
-    p1 = m1 / t1 (unsmoothed), pn = (mn + 1) / (tn + 1) for n = 2..4, and the
-    usual brevity penalty from the sentence's own lengths.  0 when the
-    hypothesis is empty or has no unigram match.
+    ``tokenize``: a sacrebleu tokeniser name ('none' for tokenised text).
     """
-    hyp_len, ref_len = stats[HYP_LEN], stats[REF_LEN]
-    if hyp_len == 0 or stats[2] == 0:
-        return 0.0
-    log_p = math.log(stats[2] / stats[3])
-    for n in range(1, MAX_N):
-        log_p += math.log((stats[2 + 2 * n] + 1.0) / (stats[3 + 2 * n] + 1.0))
-    bp = math.exp(1.0 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
-    return 100.0 * bp * math.exp(log_p / MAX_N)
-
-
-def sacrebleu_tokenize_name(lang):
-    return 'zh' if (lang or '').lower().startswith('zh') else '13a'
-
-
-def detok_bleu(hyp_lines, ref_lines, lang):
-    """sacrebleu BLEU (0-100) on detokenised text: ``zh`` tokeniser for
-    Chinese, ``13a`` otherwise, default settings otherwise (the NAACL
-    paper's Table 3 style)."""
-    import sacrebleu
     hyp_lines, ref_lines = list(hyp_lines), list(ref_lines)
-    if len(hyp_lines) != len(ref_lines):
-        raise ValueError('%d hypothesis lines but %d reference lines'
-                         % (len(hyp_lines), len(ref_lines)))
-    return float(sacrebleu.corpus_bleu(
-        hyp_lines, [ref_lines], tokenize=sacrebleu_tokenize_name(lang)).score)
-
-
-def sacrebleu_tokenized(hyp_lines, ref_lines):
-    """sacrebleu with ``tokenize='none', force=True``: an independent
-    implementation that should agree with :func:`corpus_bleu_tokenized` on
-    pre-tokenised text."""
-    import sacrebleu
-    return float(sacrebleu.corpus_bleu(list(hyp_lines), [list(ref_lines)],
-                                       tokenize='none', force=True).score)
+    _check_lengths(hyp_lines, ref_lines)
+    metric = BLEU(tokenize=tokenize, force=True, lowercase=lowercase,
+                  smooth_method='add-k', smooth_value=1, effective_order=True)
+    return [float(metric.sentence_score(h, [r]).score)
+            for h, r in zip(hyp_lines, ref_lines)]

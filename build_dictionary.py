@@ -24,48 +24,25 @@ On a missing, empty or non-UTF-8 file it prints one ``error: ...`` line to
 stderr, writes no file, and exits with status 1.
 """
 import collections
-import gzip
-import os
 import sys
-import zlib
 
 import numpy
 
-from model_io import InputError, save_dictionary
+from model_io import save_dictionary
+from text_io import InputError, iter_lines
 
 _PROGRESS_EVERY = 1000000
 _ASCII_WHITESPACE = ' \t\n\r\x0b\x0c'
 
 
-def _open_binary(path):
-    if path.endswith('.gz'):
-        return gzip.open(path, 'rb')
-    return open(path, 'rb')
-
-
 def count_words(path, progress=None):
     """Word counts of ``path`` as an OrderedDict in order of first appearance."""
-    if not os.path.exists(path):
-        raise InputError('%s: no such file' % path)
-    if os.path.isdir(path):
-        raise InputError('%s: is a directory, not a file' % path)
     counts = collections.Counter()  # keeps insertion order
     n_lines = 0
-    try:
-        with _open_binary(path) as f:
-            for n_lines, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode('utf-8')
-                except UnicodeDecodeError as e:
-                    raise InputError('%s: line %d is not valid UTF-8 text '
-                                     '(byte %d)' % (path, n_lines, e.start + 1))
-                counts.update(line.strip(_ASCII_WHITESPACE).split(' '))
-                if progress and n_lines % _PROGRESS_EVERY == 0:
-                    progress('%s: %d lines, %d words so far'
-                             % (path, n_lines, len(counts)))
-    except (OSError, EOFError, zlib.error) as e:
-        raise InputError('%s: cannot read: %s'
-                         % (path, ' '.join(str(e).split())))
+    for n_lines, line in enumerate(iter_lines(path), 1):
+        counts.update(line.strip(_ASCII_WHITESPACE).split(' '))
+        if progress and n_lines % _PROGRESS_EVERY == 0:
+            progress('%s: %d lines, %d words so far' % (path, n_lines, len(counts)))
     if n_lines == 0:
         raise InputError('%s: file is empty' % path)
     return collections.OrderedDict(counts)

@@ -3,7 +3,9 @@
 ``TextIterator`` reads a source and a target file line by line (plain or
 ``.gz``) and yields ``(source, target)`` batches: lists of sentences, each a
 list of word ids.  ``prepare_data`` turns a batch into the padded, time-major
-matrices and masks that the model takes.
+matrices and masks that the model takes.  ``MonolingualIterator`` and
+``prepare_monolingual`` do the same for one file (the language model of
+lm.py): batches ``(sentences,)``, sorted and skipped by the same rules.
 
 Faithful to the original:
   * tokens are the whitespace-split words of a line.  The original split
@@ -36,7 +38,10 @@ import zlib
 
 import numpy
 
-from model_io import InputError, load_dictionary
+from model_io import load_dictionary
+from text_io import (InputError, check_readable, one_line as _one_line,
+                     open_binary as _open_binary)
+from vocab import words_to_ids
 
 _CHUNK = 1 << 20
 
@@ -52,40 +57,37 @@ def prepare_data(seqs_x, seqs_y, maxlen=None, n_words_src=30000,
     ``len + 1`` rows.  ``n_words_src`` and ``n_words`` are unused, as in the
     original.
     """
-    lengths_x = [len(s) for s in seqs_x]
-    lengths_y = [len(s) for s in seqs_y]
-
     if maxlen is not None:
-        kept = [(sx, sy) for sx, sy, lx, ly
-                in zip(seqs_x, seqs_y, lengths_x, lengths_y)
-                if lx < maxlen and ly < maxlen]
+        kept = [(sx, sy) for sx, sy in zip(seqs_x, seqs_y)
+                if len(sx) < maxlen and len(sy) < maxlen]
         seqs_x = [sx for sx, _ in kept]
         seqs_y = [sy for _, sy in kept]
-        lengths_x = [len(s) for s in seqs_x]
-        lengths_y = [len(s) for s in seqs_y]
-    if len(lengths_x) < 1 or len(lengths_y) < 1:
+    if len(seqs_x) < 1 or len(seqs_y) < 1:
         return None, None, None, None
-
-    n_samples = len(seqs_x)
-    maxlen_x = numpy.max(lengths_x) + 1
-    maxlen_y = numpy.max(lengths_y) + 1
-
-    x = numpy.zeros((maxlen_x, n_samples), dtype='int64')
-    y = numpy.zeros((maxlen_y, n_samples), dtype='int64')
-    x_mask = numpy.zeros((maxlen_x, n_samples), dtype='float32')
-    y_mask = numpy.zeros((maxlen_y, n_samples), dtype='float32')
-    for idx, (s_x, s_y) in enumerate(zip(seqs_x, seqs_y)):
-        x[:lengths_x[idx], idx] = s_x
-        x_mask[:lengths_x[idx] + 1, idx] = 1.
-        y[:lengths_y[idx], idx] = s_y
-        y_mask[:lengths_y[idx] + 1, idx] = 1.
-    return x, x_mask, y, y_mask
+    return pad_batch(seqs_x) + pad_batch(seqs_y)
 
 
-def _open_binary(path):
-    if path.endswith('.gz'):
-        return gzip.open(path, 'rb')
-    return open(path, 'rb')
+def prepare_monolingual(seqs, maxlen=None):
+    """``(y, y_mask)`` of one-side sentences, by the rules of prepare_data
+    (sentences with ``len >= maxlen`` dropped; ``(None, None)`` if none is
+    left)."""
+    if maxlen is not None:
+        seqs = [s for s in seqs if len(s) < maxlen]
+    if not seqs:
+        return None, None
+    return pad_batch(seqs)
+
+
+def pad_batch(seqs):
+    """(ids int64, mask float32), both ``(max len + 1) x n``: each sentence,
+    then eos (0) and padding (0); the mask is 1 on the ``len + 1`` first rows."""
+    lengths = [len(s) for s in seqs]
+    ids = numpy.zeros((numpy.max(lengths) + 1, len(seqs)), dtype='int64')
+    mask = numpy.zeros(ids.shape, dtype='float32')
+    for idx, (s, n) in enumerate(zip(seqs, lengths)):
+        ids[:n, idx] = s
+        mask[:n + 1, idx] = 1.
+    return ids, mask
 
 
 def _scan_lines(path, want_offsets, name=None):
@@ -120,10 +122,6 @@ def _scan_lines(path, want_offsets, name=None):
     return n_lines, offsets
 
 
-def _one_line(e):
-    return ' '.join(str(e).split()) or type(e).__name__
-
-
 class _LineFile(object):
     """One side of the corpus: sequential reading, or random access by line
     number through byte offsets (gzip input is then decompressed once to a
@@ -134,10 +132,7 @@ class _LineFile(object):
         self.offsets = None
         self._f = None
         self._tmp = None
-        if not os.path.exists(path):
-            raise InputError('%s: no such file' % path)
-        if os.path.isdir(path):
-            raise InputError('%s: is a directory, not a file' % path)
+        check_readable(path)
         if not random_access:
             self.n_lines, _ = _scan_lines(path, False)
             return
@@ -201,42 +196,48 @@ def _tokens(raw, path, line_no):
                          % (path, line_no, column))
 
 
-class TextIterator(object):
-    """Batches of (source, target) id lists from a parallel corpus."""
+class CorpusIterator(object):
+    """Batches from one or more aligned text files (one sentence per line):
+    each batch is a tuple with one list of id lists per file.
 
-    def __init__(self, source, target, source_dict, target_dict,
-                 batch_size=128, maxlen=100, n_words_source=-1,
-                 n_words_target=-1, shuffle_each_epoch=False,
-                 sort_k_batches=20, seed=1234):
-        source, target = os.fspath(source), os.fspath(target)
+    The buffer is sorted by the length of the LAST file's sentences (the
+    target side), and a line is skipped when the sentences of every file are
+    longer than ``maxlen``.  ``TextIterator`` (source, target) and
+    ``MonolingualIterator`` (one file, for lm.py) fix the number of files.
+    """
+
+    def __init__(self, paths, dicts, n_words, batch_size=128, maxlen=100,
+                 shuffle_each_epoch=False, sort_k_batches=20, seed=1234):
+        paths = [os.fspath(p) for p in paths]
         self.shuffle_each_epoch = shuffle_each_epoch
-        self.source = _LineFile(source, shuffle_each_epoch)
+        self.files = []
         try:
-            self.target = _LineFile(target, shuffle_each_epoch)
+            for path in paths:
+                self.files.append(_LineFile(path, shuffle_each_epoch))
         except BaseException:
-            self.source.close()
-            raise
-        if self.source.n_lines != self.target.n_lines:
             self.close()
-            raise InputError(
-                '%s has %d lines but %s has %d: the source and target files '
-                'must have one sentence per line, aligned'
-                % (source, self.source.n_lines, target, self.target.n_lines))
-        self.lines_total = self.source.n_lines
-
-        self.source_dict = self._dictionary(source_dict)
-        self.target_dict = self._dictionary(target_dict)
+            raise
+        self._check_aligned()
+        self.lines_total = self.files[0].n_lines
+        self.dicts = [self._dictionary(d) for d in dicts]
+        self.n_words = list(n_words)
         self.batch_size = batch_size
         self.maxlen = maxlen
-        self.n_words_source = n_words_source
-        self.n_words_target = n_words_target
         self.k = batch_size * sort_k_batches
         self.rng = numpy.random.RandomState(seed)
-
-        self.source_buffer = []
-        self.target_buffer = []
+        self.buffers = [[] for _ in self.files]
         self._order = None
         self._reset()
+
+    def _check_aligned(self):
+        first = self.files[0]
+        for other in self.files[1:]:
+            if other.n_lines != first.n_lines:
+                self.close()
+                raise InputError(
+                    '%s has %d lines but %s has %d: the source and target files '
+                    'must have one sentence per line, aligned'
+                    % (first.path, first.n_lines, other.path, other.n_lines))
 
     def _dictionary(self, d):
         if isinstance(d, dict):
@@ -248,88 +249,125 @@ class TextIterator(object):
             raise
 
     def _reset(self):
-        """Go back to the first pair (new permutation when shuffling)."""
-        self.source_buffer = []
-        self.target_buffer = []
+        """Go back to the first line (new permutation when shuffling)."""
+        self.buffers = [[] for _ in self.files]
         self.epoch_pairs_read = 0
+        self._buffer_start, self._buffer_taken = 0, 0
+        self._epoch_rng_state = self.rng.get_state()
         if self.shuffle_each_epoch:
             self._order = self.rng.permutation(self.lines_total)
         else:
-            self.source.rewind()
-            self.target.rewind()
+            for f in self.files:
+                f.rewind()
 
     def reset(self):
         self._reset()
 
-    def _read_pair(self):
-        """Next raw (source, target) line pair of this epoch, or None."""
+    def position(self):
+        """Where the iterator stands in this epoch, as numbers and arrays (for
+        a checkpoint): the epoch's random state, the first line of the
+        current buffer, and how many lines were taken from that buffer."""
+        name, keys, pos, has_gauss, gauss = self._epoch_rng_state
+        return {'rng_keys': keys, 'rng_pos': pos, 'rng_has_gauss': has_gauss,
+                'rng_gauss': gauss, 'buffer_start': self._buffer_start,
+                'buffer_taken': self._buffer_taken}
+
+    def restore(self, position):
+        """Continue exactly where ``position()`` was taken: the same
+        permutation, the same buffer, the same lines left in it."""
+        self.rng.set_state(('MT19937', numpy.asarray(position['rng_keys']),
+                            int(position['rng_pos']), int(position['rng_has_gauss']),
+                            float(position['rng_gauss'])))
+        self._reset()
+        start, taken = int(position['buffer_start']), int(position['buffer_taken'])
+        for _ in range(start):   # sequential files: skip to the buffer's start
+            self._read_line()
+        if taken:
+            self._fill_buffer()
+            for buf in self.buffers:
+                del buf[len(buf) - taken:]
+            self._buffer_taken = taken
+
+    def _read_line(self):
+        """The tokens of the next line of every file in this epoch, or None."""
         i = self.epoch_pairs_read
         if i >= self.lines_total:
             return None
         if self.shuffle_each_epoch:
             line = int(self._order[i])
-            ss, tt = self.source.line_at(line), self.target.line_at(line)
+            raws = [f.line_at(line) for f in self.files]
         else:
             line = i
-            ss, tt = self.source.readline(), self.target.readline()
+            raws = [f.readline() for f in self.files]
         self.epoch_pairs_read += 1
-        return (_tokens(ss, self.source.path, line + 1),
-                _tokens(tt, self.target.path, line + 1))
+        return [_tokens(raw, f.path, line + 1) for raw, f in zip(raws, self.files)]
 
     def _fill_buffer(self):
+        self._buffer_start, self._buffer_taken = self.epoch_pairs_read, 0
         for _ in range(self.k):
-            pair = self._read_pair()
-            if pair is None:
+            item = self._read_line()
+            if item is None:
                 break
-            self.source_buffer.append(pair[0])
-            self.target_buffer.append(pair[1])
-        tlen = numpy.array([len(t) for t in self.target_buffer])
+            for buf, tokens in zip(self.buffers, item):
+                buf.append(tokens)
+        tlen = numpy.array([len(t) for t in self.buffers[-1]])
         tidx = tlen.argsort()
-        self.source_buffer = [self.source_buffer[i] for i in tidx]
-        self.target_buffer = [self.target_buffer[i] for i in tidx]
-
-    @staticmethod
-    def _ids(words, vocab, n_words):
-        ids = [vocab[w] if w in vocab else 1 for w in words]
-        if n_words > 0:
-            ids = [w if w < n_words else 1 for w in ids]
-        return ids
+        self.buffers = [[buf[i] for i in tidx] for buf in self.buffers]
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        source, target = [], []
-        while not source:
-            if not self.source_buffer:
+        batch = tuple([] for _ in self.files)
+        while not batch[0]:
+            if not self.buffers[0]:
                 self._fill_buffer()
-                if not self.source_buffer:
+                if not self.buffers[0]:
                     self._reset()
                     raise StopIteration
-            while self.source_buffer:
-                ss = self._ids(self.source_buffer.pop(), self.source_dict,
-                               self.n_words_source)
-                tt = self._ids(self.target_buffer.pop(), self.target_dict,
-                               self.n_words_target)
-                if len(ss) > self.maxlen and len(tt) > self.maxlen:
+            while self.buffers[0]:
+                self._buffer_taken += 1
+                ids = [words_to_ids(buf.pop(), d, n)
+                       for buf, d, n in zip(self.buffers, self.dicts, self.n_words)]
+                if all(len(s) > self.maxlen for s in ids):
                     continue
-                source.append(ss)
-                target.append(tt)
-                if len(source) >= self.batch_size:
+                for side, s in zip(batch, ids):
+                    side.append(s)
+                if len(batch[0]) >= self.batch_size:
                     break
-        return source, target
+        return batch
 
     next = __next__
 
     def close(self):
         """Close the files (and remove a decompressed temporary copy)."""
-        for side in ('source', 'target'):
-            f = getattr(self, side, None)
-            if isinstance(f, _LineFile):
-                f.close()
+        for f in getattr(self, 'files', []):
+            f.close()
 
     def __del__(self):
         try:
             self.close()
         except Exception:
             pass
+
+
+class TextIterator(CorpusIterator):
+    """Batches ``(source, target)`` of id lists from a parallel corpus."""
+
+    def __init__(self, source, target, source_dict, target_dict,
+                 batch_size=128, maxlen=100, n_words_source=-1,
+                 n_words_target=-1, **kwargs):
+        super(TextIterator, self).__init__(
+            [source, target], [source_dict, target_dict],
+            [n_words_source, n_words_target], batch_size=batch_size,
+            maxlen=maxlen, **kwargs)
+
+
+class MonolingualIterator(CorpusIterator):
+    """Batches ``(sentences,)`` of id lists from one text file (lm.py)."""
+
+    def __init__(self, path, word_dict, batch_size=128, maxlen=100, n_words=-1,
+                 **kwargs):
+        super(MonolingualIterator, self).__init__(
+            [path], [word_dict], [n_words], batch_size=batch_size, maxlen=maxlen,
+            **kwargs)

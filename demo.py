@@ -40,13 +40,19 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
 import toy_corpus  # noqa: E402  (no Theano import in this process)
+from text_io import read_lines  # noqa: E402
 
-MODELS = [
-    ('baseline', 'NMT baseline', ['--decoder', 'gru_cond']),
-    ('attentive', 'Self-attentive residual',
-     ['--decoder', 'gru_cond_residual', '--residual', 'attentive',
-      '--att_scoring', 'content']),
-]
+# the decoder variants the demo compares (names of layers.VARIANTS)
+MODELS = ('baseline', 'attentive')
+
+
+def model_spec(name):
+    """(label, nmt.py flags) of a decoder variant, from the registry."""
+    import layers
+    from train_pair import decoder_flags
+    return layers.VARIANTS[name].label, decoder_flags(name)
+
+
 NON_PARAMS = {'history_errs', 'uidx'}
 PROGRESS_RE = re.compile(r'^Epoch (\d+) Update (\d+) Cost (\S+) UD \S+ \| (.*?)( ETA \S+)?$')
 SAVE_RE = re.compile(r'^Saving the model at update (\d+)\.\.\. Done')
@@ -239,11 +245,6 @@ def translate(args, name, data_dir, model_path, out_path):
     return round(time.time() - t0, 1)
 
 
-def read_lines(path):
-    with open(path, encoding='utf-8') as f:
-        return [line.rstrip('\n') for line in f]
-
-
 def score(data_dir, hyp_path):
     import sacrebleu
     src = read_lines(os.path.join(data_dir, 'test.src'))
@@ -343,7 +344,7 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.minutes <= 0:
         p.error('--minutes must be positive')
-    names = [m[0] for m in MODELS]
+    names = list(MODELS)
     args.models = [m.strip() for m in args.models.split(',') if m.strip()]
     bad = [m for m in args.models if m not in names]
     if bad or not args.models:
@@ -366,8 +367,9 @@ def run(args):
     n_src, n_trg = make_data(args, data_dir)
 
     rows = []
-    models = [m for m in MODELS if m[0] in args.models]
-    for i, (name, label, extra) in enumerate(models):
+    models = [m for m in MODELS if m in args.models]
+    for i, name in enumerate(models):
+        label, extra = model_spec(name)
         log('')
         log('== 2.%d training %s (%s) for %s'
             % (i + 1, name, ' '.join(extra), _fmt_time(args.minutes * 60)))

@@ -5,28 +5,37 @@
         SYSTEM [SYSTEM ...]
 
 * ``--tokenized``: Moses ``multi-bleu.perl`` BLEU on tokenised text (the
-  papers' Table 1); otherwise sacreBLEU on detokenised text (the NAACL
-  paper's Table 3), with sacreBLEU's ``zh`` tokeniser for ``--lang zh`` and
-  ``13a`` otherwise.  BLEU is printed with two decimals.
+  papers' Table 1, sacrebleu with ``tokenize='none'`` and no smoothing);
+  otherwise sacreBLEU on detokenised text (the NAACL paper's Table 3), with
+  sacreBLEU's ``zh`` tokeniser for ``--lang zh`` and ``13a`` otherwise.  BLEU
+  is printed with two decimals.
 * The first SYSTEM is the baseline.  Each other system is compared with it by
-  - paired bootstrap resampling (Koehn 2004): ``--bootstrap`` resamples of
-    the test sentences (with replacement, the same sample for both systems);
-    p = the fraction of resamples in which the system's corpus BLEU is NOT
-    higher than the baseline's;
+  - sacrebleu's paired bootstrap resampling (``PairedTest``,
+    ``test_type='bs'``, as Moses' bootstrap-hypothesis-difference-
+    significance.pl): ``--bootstrap`` resamples of the test sentences, the
+    same for both systems, seeded with ``--seed`` (through SACREBLEU_SEED).
+    Its p-value is TWO-sided: (1 + the number of resamples whose
+    |system - baseline| BLEU difference, minus the mean of those differences,
+    exceeds the observed |difference|) / (resamples + 1).  It says that the
+    systems differ, not which is better; it is never below 1/(resamples + 1),
+    and identical outputs get that smallest value too.
   - a one-tailed paired t-test (``scipy.stats.ttest_rel``, alternative
     "greater") over sentence-level BLEU+1: sentence BLEU with add-one
     smoothing of the n-gram precisions for n > 1 (Lin & Och 2004), no
-    smoothing of unigrams.
-  The verdict is "significantly better at p<0.05" when both tests give
-  p < 0.05 (and says which one when only one does).
-  In detokenised mode the tests use the n-gram counts of sacreBLEU's
-  tokenisation.
+    smoothing of unigrams (sacrebleu's ``add-k`` sentence BLEU).
+  The verdict is "significantly better at p<0.05" when the system's corpus
+  BLEU is higher than the baseline's and both tests give p < 0.05 (and says
+  which one when only one does); a system that is not higher is "not
+  significantly better", whatever the p-values.
+  In detokenised mode both tests use sacreBLEU's tokenisation, and the
+  bootstrap its default (``exp``) smoothing, as the reported BLEU.
 * ``--json FILE`` also writes the results as JSON (read by results_table.py).
 
 A missing file, text that is not UTF-8, or a system whose line count differs
 from the reference's prints one ``error: ...`` line and exits with status 1.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -35,76 +44,58 @@ import sys
 import numpy
 
 import bleu
+from model_io import atomic_write
+from progress import ProgressLine
+from text_io import InputError, read_lines
 
 ALPHA = 0.05
-
-
-class EvaluationError(Exception):
-    pass
-
-
-def read_lines(path):
-    if not os.path.exists(path):
-        raise EvaluationError('%s: no such file' % path)
-    if os.path.isdir(path):
-        raise EvaluationError('%s: is a directory, not a file' % path)
-    lines = []
-    try:
-        with open(path, 'rb') as f:
-            for n, raw in enumerate(f, 1):
-                try:
-                    lines.append(raw.decode('utf-8').rstrip('\n').rstrip('\r'))
-                except UnicodeDecodeError:
-                    raise EvaluationError('%s: line %d is not valid UTF-8' % (path, n))
-    except OSError as e:
-        raise EvaluationError('%s: cannot read: %s' % (path, e.strerror or e))
-    return lines
+# Show bootstrap progress above this many sentence draws (about a second).
+PROGRESS_DRAWS = 10 ** 6
 
 
 # --------------------------------------------------------------------------
 # statistics
 # --------------------------------------------------------------------------
 
-def bleu_vector(totals):
-    """multi-bleu.perl BLEU (0-100) of each row of summed stats (B x 10)."""
-    totals = numpy.asarray(totals, dtype=numpy.float64)
-    hyp_len, ref_len = totals[:, 0], totals[:, 1]
-    correct, total = totals[:, 2::2], totals[:, 3::2]
-    with numpy.errstate(divide='ignore', invalid='ignore'):
-        prec = numpy.where(total > 0, correct / numpy.maximum(total, 1), 0.0)
-        ok = (prec > 0).all(axis=1) & (hyp_len > 0) & (ref_len > 0)
-        log_mean = numpy.where(ok, numpy.log(numpy.where(prec > 0, prec, 1.0))
-                               .mean(axis=1), 0.0)
-        bp = numpy.where(hyp_len < ref_len,
-                         numpy.exp(1.0 - ref_len / numpy.maximum(hyp_len, 1)), 1.0)
-    return numpy.where(ok, 100.0 * bp * numpy.exp(log_mean), 0.0)
+@contextlib.contextmanager
+def sacrebleu_seed(seed):
+    """SACREBLEU_SEED set to ``seed`` inside the block (sacrebleu reads its
+    bootstrap seed from there), restored afterwards."""
+    old = os.environ.get('SACREBLEU_SEED')
+    os.environ['SACREBLEU_SEED'] = str(seed)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ['SACREBLEU_SEED']
+        else:
+            os.environ['SACREBLEU_SEED'] = old
 
 
-def paired_bootstrap(stats_list, n_samples, seed, progress=None, chunk=100):
-    """Corpus BLEU of every system on ``n_samples`` resamples of the sentences.
+def paired_bootstrap_p(systems, refs, metric, n_samples, seed, progress=None):
+    """sacrebleu's paired-bootstrap p-value of each system against the first.
 
-    ``stats_list``: one (N x 10) array of per-sentence stats per system.
-    Returns a (systems x n_samples) array; every system sees the same
-    resamples.  ``progress(done, total)`` is called at every tenth of the
-    work when the work is big (over 10 million sentence draws).
+    ``systems``: lists of hypothesis lines, the baseline first; ``metric``: a
+    sacrebleu BLEU.  Returns ``[None, p_1, ...]``.  Every comparison draws
+    the same resamples (same seed), as one sacrebleu PairedTest over all
+    systems would; they run one at a time so that ``progress(done, total)``
+    can follow them.  ``seed`` must be >= 1: sacrebleu does not seed with 0.
     """
-    rng = numpy.random.RandomState(seed)
-    n = stats_list[0].shape[0]
-    out = numpy.zeros((len(stats_list), n_samples))
-    report = progress if n * n_samples > 10 ** 7 else None
-    step = max(1, n_samples // 10)
-    done = 0
-    while done < n_samples:
-        b = min(chunk, n_samples - done)
-        counts = numpy.zeros((b, n))
-        for row in range(b):
-            counts[row] = numpy.bincount(rng.randint(0, n, size=n), minlength=n)
-        for s, stats in enumerate(stats_list):
-            out[s, done:done + b] = bleu_vector(counts @ stats)
-        if report is not None and (done + b) // step > done // step:
-            report(done + b, n_samples)
-        done += b
-    return out
+    from sacrebleu.significance import PairedTest
+    if seed < 1:
+        raise ValueError('sacrebleu needs a bootstrap seed >= 1, not %d' % seed)
+    p_values = [None]
+    if progress is not None:
+        progress(0, len(systems) - 1)
+    with sacrebleu_seed(seed):
+        for i, hyps in enumerate(systems[1:], 1):
+            test = PairedTest([('baseline', systems[0]), ('system', hyps)],
+                              {'BLEU': metric}, [refs], test_type='bs',
+                              n_samples=n_samples)
+            p_values.append(float(test()[1]['BLEU'][1].p_value))
+            if progress is not None:
+                progress(i, len(systems) - 1)
+    return p_values
 
 
 def one_tailed_ttest(system, baseline):
@@ -121,7 +112,10 @@ def one_tailed_ttest(system, baseline):
     return 1.0 if math.isnan(p) else float(p)
 
 
-def verdict(p_boot, p_t, alpha=ALPHA):
+def verdict(delta, p_boot, p_t, alpha=ALPHA):
+    """Better only with a higher BLEU (delta > 0) and p < alpha."""
+    if delta is None or delta <= 0:
+        return 'not significantly better'
     boot = p_boot is not None and p_boot < alpha
     t = p_t is not None and p_t < alpha
     if boot and t:
@@ -137,79 +131,77 @@ def verdict(p_boot, p_t, alpha=ALPHA):
 # evaluation
 # --------------------------------------------------------------------------
 
-def _progress(done, total):
-    print('bootstrap: %d/%d resamples' % (done, total), file=sys.stderr, flush=True)
+def _progress_line():
+    """progress(done, total) over system comparisons, on stderr."""
+    state = {}
+
+    def report(done, total):
+        if 'line' not in state:
+            state['line'] = ProgressLine(total, 'bootstrap:', 'systems', interval=0)
+        if done < total:
+            state['line'].update(done, force=True)
+        else:
+            state['line'].finish()
+    return report
+
+
+def _read_inputs(ref_path, system_paths):
+    refs = read_lines(ref_path, allow_empty=True)
+    systems = []
+    for path in system_paths:
+        hyps = read_lines(path, allow_empty=True)
+        if len(hyps) != len(refs):
+            raise InputError('%s has %d lines but the reference %s has %d'
+                             % (path, len(hyps), ref_path, len(refs)))
+        systems.append(hyps)
+    if not refs:
+        raise InputError('%s: file is empty' % ref_path)
+    return refs, systems
 
 
 def evaluate(ref_path, system_paths, tokenized=False, lang=None, lowercase=False,
              n_bootstrap=1000, seed=1, progress=None):
-    """The results as a list of dicts, the baseline first."""
-    refs = read_lines(ref_path)
-    hyps_all = []
-    for path in system_paths:
-        hyps = read_lines(path)
-        if len(hyps) != len(refs):
-            raise EvaluationError('%s has %d lines but the reference %s has %d'
-                                  % (path, len(hyps), ref_path, len(refs)))
-        hyps_all.append(hyps)
-    if not refs:
-        raise EvaluationError('%s: file is empty' % ref_path)
+    """The results as a list of dicts, the baseline first.
 
-    if tokenized:
-        tok = (lambda s: s)
-    else:
-        from sacrebleu.metrics import BLEU
-        tok = BLEU(tokenize=bleu.sacrebleu_tokenize_name(lang)).tokenizer
-    tok_refs = [tok(r.strip()) for r in refs]
-    results, stats_list, sent_scores = [], [], []
-    for path, hyps in zip(system_paths, hyps_all):
-        rows = [bleu.sentence_stats(tok(h.strip()), r, lowercase)
-                for h, r in zip(hyps, tok_refs)]
-        stats_list.append(numpy.array(rows, dtype=numpy.float64))
-        sent_scores.append([bleu.sentence_bleu_plus1(r) for r in rows])
-        detail = bleu.bleu_from_stats(bleu.sum_stats(rows))
-        if tokenized:
-            score = detail['bleu']
-        else:
-            import sacrebleu
-            score = sacrebleu.corpus_bleu(
-                hyps, [refs], tokenize=bleu.sacrebleu_tokenize_name(lang),
-                lowercase=lowercase).score
-        results.append({'system': path, 'bleu': float(score),
-                        'precisions': detail['precisions'], 'bp': detail['bp'],
-                        'ratio': detail['ratio'], 'hyp_len': detail['hyp_len'],
-                        'ref_len': detail['ref_len']})
-
-    boot = None
-    if n_bootstrap > 0 and len(system_paths) > 1:
-        boot = paired_bootstrap(stats_list, n_bootstrap, seed, progress)
+    ``progress(done, total)`` follows the bootstrap, one system at a time,
+    when it draws more than PROGRESS_DRAWS sentences.
+    """
+    refs, systems = _read_inputs(ref_path, system_paths)
+    tokenize = 'none' if tokenized else bleu.sacrebleu_tokenize_name(lang)
+    results = [dict(system=path, **bleu.corpus_bleu(hyps, refs, tokenized, lang,
+                                                     lowercase))
+               for path, hyps in zip(system_paths, systems)]
+    sent_scores = [bleu.sentence_bleu_plus1(hyps, refs, tokenize, lowercase)
+                   for hyps in systems]
+    p_boot = [None] * len(systems)
+    if n_bootstrap > 0 and len(systems) > 1:
+        if len(refs) * n_bootstrap * (len(systems) - 1) <= PROGRESS_DRAWS:
+            progress = None
+        p_boot = paired_bootstrap_p(systems, refs,
+                                    bleu.bleu_metric(tokenized, lang, lowercase),
+                                    n_bootstrap, seed, progress)
     base = results[0]
     base.update({'delta': None, 'bootstrap_p': None, 'ttest_p': None,
                  'verdict': 'baseline'})
     for i, res in enumerate(results[1:], 1):
-        p_boot = float(numpy.mean(boot[i] <= boot[0])) if boot is not None else None
+        delta = res['bleu'] - base['bleu']
         p_t = one_tailed_ttest(sent_scores[i], sent_scores[0])
-        res.update({'delta': res['bleu'] - base['bleu'], 'bootstrap_p': p_boot,
-                    'ttest_p': p_t, 'verdict': verdict(p_boot, p_t)})
+        res.update({'delta': delta, 'bootstrap_p': p_boot[i], 'ttest_p': p_t,
+                    'verdict': verdict(delta, p_boot[i], p_t)})
     return results
 
 
-def _fmt_p(p, n_bootstrap=None):
-    if p is None:
-        return '-'
-    if n_bootstrap and p == 0:
-        return '<%.4g' % (1.0 / n_bootstrap)
-    return '%.4f' % p
+def _fmt_p(p):
+    return '-' if p is None else '%.4f' % p
 
 
-def format_table(results, markdown=False, n_bootstrap=None):
+def format_table(results, markdown=False):
     header = ['system', 'BLEU', 'delta', 'bootstrap p', 't-test p', 'verdict']
     rows = []
     for r in results:
         rows.append([r['system'], '%.2f' % r['bleu'],
                      '-' if r['delta'] is None else '%+.2f' % r['delta'],
-                     _fmt_p(r['bootstrap_p'], n_bootstrap), _fmt_p(r['ttest_p']),
-                     r['verdict']])
+                     _fmt_p(r['bootstrap_p']), _fmt_p(r['ttest_p']), r['verdict']])
     if markdown:
         lines = ['| ' + ' | '.join(header) + ' |',
                  '|' + '|'.join(['---', '---:', '---:', '---:', '---:', '---']) + '|']
@@ -228,26 +220,41 @@ def describe(args):
     else:
         metric = 'sacreBLEU on detokenised text, tokenize=%s%s' % (
             bleu.sacrebleu_tokenize_name(args.lang), ', lowercased' if args.lowercase else '')
-    tests = ('paired bootstrap: %d resamples, seed %d; one-tailed paired t-test over '
-             'sentence BLEU+1 (add-one smoothing for n>1)' % (args.bootstrap, args.seed))
+    tests = ('paired bootstrap (sacrebleu, two-sided): %d resamples, seed %d; one-tailed '
+             'paired t-test over sentence BLEU+1 (add-one smoothing for n>1)'
+             % (args.bootstrap, args.seed))
     return 'reference: %s\nmetric: %s\n%s' % (args.ref, metric, tests)
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description='BLEU with significance tests; the first '
-                                'SYSTEM is the baseline.')
+    p = argparse.ArgumentParser(
+        description='BLEU with significance tests; the first SYSTEM is the baseline. '
+        'A system is "significantly better" when its BLEU is higher and p < %g.' % ALPHA)
     p.add_argument('--ref', required=True, help='reference translation, one line a sentence')
     p.add_argument('--tokenized', action='store_true',
                    help='multi-bleu.perl BLEU on tokenised text (default: sacreBLEU '
                    'on detokenised text)')
     p.add_argument('--lang', default=None, help='target language (zh: sacreBLEU zh tokeniser)')
     p.add_argument('--lowercase', action='store_true', help='case-insensitive (multi-bleu -lc)')
-    p.add_argument('--bootstrap', type=int, default=1000, help='resamples (0: no bootstrap)')
-    p.add_argument('--seed', type=int, default=1)
+    p.add_argument('--bootstrap', type=int, default=1000,
+                   help='resamples of sacrebleu\'s paired bootstrap (0: none). Its p-value '
+                   'is two-sided, as Moses\' bootstrap-hypothesis-difference-significance: '
+                   'the share of resamples whose mean-centred |BLEU difference| exceeds the '
+                   'observed one, (count + 1) / (resamples + 1); it does not say which '
+                   'system is better')
+    p.add_argument('--seed', type=int, default=1,
+                   help='bootstrap seed, >= 1 (passed to sacrebleu as SACREBLEU_SEED)')
     p.add_argument('--markdown', action='store_true')
     p.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     p.add_argument('systems', nargs='+', metavar='SYSTEM')
     return p.parse_args(argv)
+
+
+def _write_json(path, args, results):
+    data = {'reference': args.ref, 'tokenized': args.tokenized, 'lang': args.lang,
+            'lowercase': args.lowercase, 'bootstrap': args.bootstrap,
+            'seed': args.seed, 'results': results}
+    atomic_write(path, lambda f: f.write(json.dumps(data, indent=2) + '\n'), mode='w')
 
 
 def main(argv=None):
@@ -255,22 +262,26 @@ def main(argv=None):
     if args.bootstrap < 0:
         print('error: --bootstrap must be >= 0', file=sys.stderr)
         return 1
+    if args.seed < 1:
+        print('error: --seed must be >= 1 (sacrebleu does not seed its bootstrap '
+              'with 0)', file=sys.stderr)
+        return 1
     try:
         results = evaluate(args.ref, args.systems, args.tokenized, args.lang,
-                           args.lowercase, args.bootstrap, args.seed, _progress)
-    except EvaluationError as e:
+                           args.lowercase, args.bootstrap, args.seed, _progress_line())
+    except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
+    if args.json:
+        try:
+            _write_json(args.json, args, results)
+        except OSError as e:
+            print('error: %s: cannot write: %s' % (args.json, e.strerror or e),
+                  file=sys.stderr)
+            return 1
     print(describe(args))
     print()
-    print(format_table(results, args.markdown, args.bootstrap))
-    if args.json:
-        with open(args.json, 'w', encoding='utf-8') as f:
-            json.dump({'reference': args.ref, 'tokenized': args.tokenized,
-                       'lang': args.lang, 'lowercase': args.lowercase,
-                       'bootstrap': args.bootstrap, 'seed': args.seed,
-                       'results': results}, f, indent=2)
-            f.write('\n')
+    print(format_table(results, args.markdown))
     return 0
 
 

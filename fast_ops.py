@@ -21,13 +21,16 @@ computes, up to float32 rounding.
 Loops over large arrays run on OMP_NUM_THREADS threads (theano_env sets 1
 unless told otherwise); threads change no number but the order of a few
 double-precision sums.  Inside ``with original_graph():`` the functions
-build Theano's own graph instead (the original code's), for comparisons.
+build Theano's own graph instead (the original code's), for comparisons;
+so do they on a GPU (device=cuda: the ops are CPU code), and decoding's
+one-step graph (layers.gru_cond_layer) always.
 The ops also have NumPy implementations (used by the Python linker).
 """
 import contextlib
 import functools
 
 import numpy
+import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 from theano.compile import optdb
@@ -845,7 +848,9 @@ def original_graph():
 
 
 def enabled():
-    return _ENABLED[-1]
+    """Whether graphs built now use the C ops: on the CPU only (device=cpu;
+    the GPU backend gets Theano's own graph), outside original_graph()."""
+    return _ENABLED[-1] and theano.config.device == 'cpu'
 
 
 def attention(pctx, q, U_att, c_tt, cc, mask=None):

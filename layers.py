@@ -2,18 +2,24 @@
 
 Every layer is a pair of functions: ``param_init_X(options, params, prefix,
 ...)`` adds its arrays to the ordered ``params`` dict, and ``X_layer(tparams,
-...)`` builds its part of the Theano graph.  ``LAYERS`` maps layer names to
-the pairs; ``get_layer(name)`` looks them up.
+...)`` builds its part of the Theano graph.  ``LAYERS`` maps the building
+blocks' names to their pairs (``get_layer(name)``); ``DECODERS``, the decoder
+registry at the end of this file, describes each decoder of the family.
 
 Shared mechanisms exist once: ``gru_step`` (the GRU recurrence, also the
 first half of the conditional GRU), ``source_attention`` (the Bahdanau
 attention inside the conditional GRU), and ``target_attention`` with
 ``target_attention_scores`` (the attention over previous target words or
-decoder states used by the residual, memory and self-attentive decoders).
+decoder states used by the residual, memory and self-attentive decoders),
+and ``residual_summary`` with ``residual_summary_step`` (the d_t of the
+residual decoder and of lm.py's language model).
 """
-from collections import OrderedDict
+import contextlib
+from collections import OrderedDict, namedtuple
 
 import numpy
+
+import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
@@ -27,8 +33,29 @@ def _p(prefix, name):
 # --------------------------------------------------------------------------
 # initialisers (REFERENCE.md section 2)
 
+# shapes_only(): the initialisers return read-only zero-stride arrays, so that
+# a model's parameter shapes (and count) are known without allocating them or
+# drawing random numbers.
+_SHAPES_ONLY = []
+
+
+@contextlib.contextmanager
+def shapes_only():
+    _SHAPES_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _SHAPES_ONLY.pop()
+
+
+def _placeholder(shape):
+    return numpy.broadcast_to(numpy.float32(0.), shape)
+
+
 def ortho_weight(ndim):
     """The ``u`` of the SVD of a standard normal ndim x ndim matrix."""
+    if _SHAPES_ONLY:
+        return _placeholder((ndim, ndim))
     W = numpy.random.randn(ndim, ndim)
     u, _, _ = numpy.linalg.svd(W)
     return u.astype('float32')
@@ -39,13 +66,15 @@ def norm_weight(nin, nout=None, scale=0.01, ortho=True):
     if nout is None:
         nout = nin
     if nout == nin and ortho:
-        W = ortho_weight(nin)
-    else:
-        W = scale * numpy.random.randn(nin, nout)
-    return W.astype('float32')
+        return ortho_weight(nin)
+    if _SHAPES_ONLY:
+        return _placeholder((nin, nout))
+    return (scale * numpy.random.randn(nin, nout)).astype('float32')
 
 
 def zeros(n):
+    if _SHAPES_ONLY:
+        return _placeholder((n,))
     return numpy.zeros((n,), dtype='float32')
 
 
@@ -151,6 +180,65 @@ def gru_layer(tparams, state_below, options, prefix='gru', mask=None, **kwargs):
     return [rval]
 
 
+def gru_one_step(tparams, state_below, prefix, mask, states):
+    """One GRU step on n x nin inputs from [h_] (decoding); returns [h]."""
+    x_, xx_ = _input_projections(tparams, state_below, prefix)
+    return [gru_step(mask, x_, xx_, states[0], tparams[_p(prefix, 'U')],
+                     tparams[_p(prefix, 'Ux')])]
+
+
+# --------------------------------------------------------------------------
+# LSTM (the language model's other recurrent layer, lm.py)
+#
+# One step, gates in the order input, forget, output, candidate (no peepholes):
+#   [a_i, a_f, a_o, a_c] = x W + b + h_{t-1} U
+#   c_t = sigmoid(a_f) * c_{t-1} + sigmoid(a_i) * tanh(a_c)
+#   h_t = sigmoid(a_o) * tanh(c_t)
+# Where the mask is 0, h and c keep their previous values.
+
+def param_init_lstm(options, params, prefix='lstm', nin=None, dim=None):
+    params[_p(prefix, 'W')] = numpy.concatenate(
+        [norm_weight(nin, dim) for _ in range(4)], axis=1)
+    params[_p(prefix, 'U')] = numpy.concatenate(
+        [ortho_weight(dim) for _ in range(4)], axis=1)
+    params[_p(prefix, 'b')] = zeros(4 * dim)
+    return params
+
+
+def lstm_step(m_, x_, h_, c_, U):
+    """One LSTM transition; x_ = emb @ W + b is precomputed.  Returns (h, c)."""
+    dim = U.shape[0]
+    preact = tensor.dot(h_, U) + x_
+    i = tensor.nnet.sigmoid(_slice(preact, 0, dim))
+    f = tensor.nnet.sigmoid(_slice(preact, 1, dim))
+    o = tensor.nnet.sigmoid(_slice(preact, 2, dim))
+    c = f * c_ + i * tensor.tanh(_slice(preact, 3, dim))
+    h = o * tensor.tanh(c)
+    return masked_keep(m_, h, h_), masked_keep(m_, c, c_)
+
+
+def lstm_layer(tparams, state_below, options, prefix='lstm', mask=None, **kwargs):
+    """LSTM over a T x n x nin sequence from zero states; returns [h, c]."""
+    nsteps = state_below.shape[0]
+    n_samples = state_below.shape[1]
+    dim = tparams[_p(prefix, 'U')].shape[0]
+    if mask is None:
+        mask = tensor.alloc(numpy.float32(1.), nsteps, n_samples)
+    x_ = tensor.dot(state_below, tparams[_p(prefix, 'W')]) + tparams[_p(prefix, 'b')]
+    zero = tensor.alloc(numpy.float32(0.), n_samples, dim)
+    (h, c), _ = theano.scan(
+        lstm_step, sequences=[mask, x_], outputs_info=[zero, zero],
+        non_sequences=[tparams[_p(prefix, 'U')]],
+        name=_p(prefix, 'layers'), n_steps=nsteps, strict=True)
+    return [h, c]
+
+
+def lstm_one_step(tparams, state_below, prefix, mask, states):
+    """One LSTM step on n x nin inputs from [h_, c_] (decoding); returns [h, c]."""
+    x_ = tensor.dot(state_below, tparams[_p(prefix, 'W')]) + tparams[_p(prefix, 'b')]
+    return list(lstm_step(mask, x_, states[0], states[1], tparams[_p(prefix, 'U')]))
+
+
 # --------------------------------------------------------------------------
 # conditional GRU with attention (REFERENCE.md section 3)
 
@@ -227,9 +315,10 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
     """
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
         tparams, state_below, prefix, mask, context, one_step)
-    if one_step:
-        h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
-                                    context_mask, *shared_vars)
+    if one_step:   # decoding keeps Theano's graph: beam search as the original's
+        with fast_ops.original_graph():
+            h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
+                                        context_mask, *shared_vars)
         return {'states': h, 'ctxs': c, 'alphas': alpha.T,
                 'readout_prev': state_below}
 
@@ -392,73 +481,110 @@ def shift_right(seq, first):
 
 # --------------------------------------------------------------------------
 # the decoder family
+#
+# Training (one_step=False): the layer runs over all target rows and returns a
+# dict with 'states', 'ctxs', 'alphas' (T x n x T_src), 'readout_prev' (what
+# ff_logit_prev reads) and, where the decoder has them, 'prev_alphas' (T x n x
+# T, the attention over previous words or states) and 'extra_readout'.
+# Decoding (one_step=True): state_below is n x e, ``carry`` holds what the
+# decoder carried from the previous step (named as in its registry entry) and
+# the layer returns the same dict for one step plus 'carry', the new values.
 
 RESIDUALS = ('mean', 'attentive')
+
+
+def append_step(rows, item):
+    """rows (J x n x k) with this step's item (n x k) as row J: the one place
+    where a carried history grows."""
+    return tensor.concatenate([rows, tensor.shape_padleft(item)], axis=0)
+
+
+def param_init_residual(options, params, prefix, dim_word, dim_state, dim_ctx=None):
+    """Parameters of the residual summary d_t: the attentive residual's
+    scoring (``prefix``_W_prev, ...); the mean residual has none."""
+    if options['residual'] == 'attentive':
+        param_init_target_attention(params, prefix, options['att_scoring'],
+                                    dim_item=dim_word, dim_key=dim_word,
+                                    dim_state=dim_state, dim_ctx=dim_ctx)
+    return params
+
+
+def residual_summary(tparams, options, prefix, emb, mask, state=None, ctx=None):
+    """d_t of every row of the shifted embeddings (training graph).
+
+    Mean: eq. 9/11 over rows 1..t; attentive: eq. 10-12 over rows 0..t, the
+    query (s_t or c_t, by the scoring) from ``state``/``ctx``.  Returns
+    (d T x n x e, weights T x n x T or None for the mean).
+    """
+    window = window_mask(mask)
+    if options['residual'] == 'mean':
+        return prefix_mean(emb, window), None
+    return target_attention(tparams, prefix, options['att_scoring'], emb, window,
+                            state=state, ctx=ctx)
+
+
+def residual_summary_step(tparams, options, prefix, carry, emb, state=None, ctx=None):
+    """One decoding step of d_t over the carried words plus ``emb``.
+
+    ``carry``: 'prev_embs' (and for the attentive residual 'prev_keys'), the
+    rows of the previous steps.  Returns (d n x e, weights n x J or None, the
+    new carry).
+    """
+    items = append_step(carry['prev_embs'], emb)
+    new_carry = {'prev_embs': items}
+    if options['residual'] == 'mean':
+        # mean of rows 1..J-1 (row 0 is the zero embedding); 0 at the first step
+        n_words = tensor.maximum(items.shape[0] - 1, 1).astype('float32')
+        return items[1:].sum(0) / n_words, None, new_carry
+    scoring = options['att_scoring']
+    keys = append_step(carry['prev_keys'],
+                       target_attention_keys(tparams, prefix, scoring, emb))
+    new_carry['prev_keys'] = keys
+    d, w = target_attention_step(tparams, prefix, scoring, items, keys, state, ctx)
+    return d, w, new_carry
 
 
 def param_init_gru_cond_residual(options, params, prefix='decoder', nin=None,
                                  dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    if options['residual'] not in RESIDUALS:
-        raise ValueError("residual must be 'mean' or 'attentive', not %r"
-                         % options['residual'])
-    if options['residual'] == 'attentive':
-        # the authors' code names these cond_att_*
-        param_init_target_attention(params, 'cond_att', options['att_scoring'],
-                                    dim_item=nin, dim_key=nin, dim_state=dim,
-                                    dim_ctx=dimctx)
-    return params
+    # the authors' code names these cond_att_*
+    return param_init_residual(options, params, 'cond_att', dim_word=nin,
+                               dim_state=dim, dim_ctx=dimctx)
 
 
 def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
                             mask=None, context=None, one_step=False,
-                            init_state=None, context_mask=None, history=None,
+                            init_state=None, context_mask=None, carry=None,
                             **kwargs):
     """Conditional GRU whose readout reads d_t, a summary of the previous words.
 
     The recurrence is the baseline's; d_t replaces y_{t-1} in ff_logit_prev
-    (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).
-    One step: ``history`` = (items J x n x e, keys J x n x k) of the words so
-    far (row 0 is the zero embedding); this step's word is appended here.
+    (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).  Decoding carries
+    'prev_embs' (row 0 is the zero embedding of the first step) and, for the
+    attentive residual, their keys 'prev_keys'.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
                          init_state=init_state, context_mask=context_mask)
-    scoring = options['att_scoring']
     if one_step:
-        items, keys = _append_history(tparams, 'cond_att', scoring, history,
-                                      state_below, options['residual'] == 'attentive')
-        out['history_new'] = (state_below, keys[-1])
-        if options['residual'] == 'mean':
-            J = items.shape[0]
-            out['readout_prev'] = items[1:].sum(0) / tensor.maximum(J - 1, 1).astype('float32')
-            return out
-        d, w = target_attention_step(tparams, 'cond_att', scoring, items, keys,
-                                     out['states'], out['ctxs'])
-        out['readout_prev'] = d
-        out['prev_alphas'] = w
-        return out
-    window = window_mask(mask)
-    if options['residual'] == 'mean':
-        out['readout_prev'] = prefix_mean(state_below, window)
-        return out
-    d, w = target_attention(tparams, 'cond_att', scoring, state_below, window,
-                            state=out['states'], ctx=out['ctxs'])
+        d, w, out['carry'] = residual_summary_step(
+            tparams, options, 'cond_att', carry, state_below,
+            state=out['states'], ctx=out['ctxs'])
+    else:
+        d, w = residual_summary(tparams, options, 'cond_att', state_below, mask,
+                                state=out['states'], ctx=out['ctxs'])
     out['readout_prev'] = d
-    out['prev_alphas'] = w
+    if w is not None:
+        out['prev_alphas'] = w
     return out
 
 
-def _append_history(tparams, prefix, scoring, history, item, with_keys=True):
-    """Add this step's item (n x k) to the carried (items, keys) history."""
-    items, keys = history
-    items = tensor.concatenate([items, tensor.shape_padleft(item)], axis=0)
-    if with_keys:
-        new_key = target_attention_keys(tparams, prefix, scoring, item)
-    else:  # the mean residual scores nothing: keys have no features
-        new_key = item[:, :0]
-    keys = tensor.concatenate([keys, tensor.shape_padleft(new_key)], axis=0)
+def _state_history_step(tparams, prefix, scoring, carry, state):
+    """The carried states and their keys with ``state`` appended."""
+    items = append_step(carry['prev_states'], state)
+    keys = append_step(carry['prev_keys'],
+                       target_attention_keys(tparams, prefix, scoring, state))
     return items, keys
 
 
@@ -466,7 +592,6 @@ def param_init_gru_cond_selfattn(options, params, prefix='decoder', nin=None,
                                  dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    _check_state_scoring(options)
     param_init_target_attention(params, 'self_att', options['att_scoring'],
                                 dim_item=dim, dim_key=dim, dim_state=dim,
                                 dim_ctx=dimctx)
@@ -475,31 +600,25 @@ def param_init_gru_cond_selfattn(options, params, prefix='decoder', nin=None,
     return params
 
 
-def _check_state_scoring(options):
-    if options['att_scoring'] not in ('content', 'content_scope'):
-        raise ValueError("decoder %s takes att_scoring 'content' or "
-                         "'content_scope', not %r"
-                         % (options['decoder'], options['att_scoring']))
-
-
 def gru_cond_selfattn_layer(tparams, state_below, options, prefix='decoder',
                             mask=None, context=None, one_step=False,
-                            init_state=None, context_mask=None, history=None,
+                            init_state=None, context_mask=None, carry=None,
                             **kwargs):
     """Self-attentive RNN (NAACL sec. 5.2, A.3.3): r_t over previous states
     enters the readout through ff_logit_self; the recurrence is unchanged.
 
     Items are the states entering each row: s_init, s_0, ..., s_{t-1}.
-    One step: ``history`` holds them up to s_{t-2}; init_state (s_{t-1}) is
-    appended here.
+    Decoding carries them up to s_{t-2} ('prev_states', with 'prev_keys');
+    init_state (s_{t-1}) is appended here.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
                          init_state=init_state, context_mask=context_mask)
     scoring = options['att_scoring']
     if one_step:
-        items, keys = _append_history(tparams, 'self_att', scoring, history, init_state)
-        out['history_new'] = (init_state, keys[-1])
+        items, keys = _state_history_step(tparams, 'self_att', scoring, carry,
+                                          init_state)
+        out['carry'] = {'prev_states': items, 'prev_keys': keys}
         r, w = target_attention_step(tparams, 'self_att', scoring, items, keys,
                                      query_state=out['states'])
     else:
@@ -515,7 +634,6 @@ def param_init_gru_cond_memory(options, params, prefix='decoder', nin=None,
                                dim=None, dimctx=None):
     params = param_init_gru_cond(options, params, prefix, nin=nin, dim=dim,
                                  dimctx=dimctx)
-    _check_state_scoring(options)
     param_init_target_attention(params, 'mem_att', options['att_scoring'],
                                 dim_item=dim, dim_key=dim, dim_state=dim,
                                 dim_ctx=dimctx)
@@ -524,24 +642,32 @@ def param_init_gru_cond_memory(options, params, prefix='decoder', nin=None,
 
 def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
                           mask=None, context=None, one_step=False,
-                          init_state=None, context_mask=None, history=None,
+                          init_state=None, context_mask=None, carry=None,
                           **kwargs):
     """Memory RNN (NAACL sec. 5.1, A.3.2): the conditional GRU runs from
     s~_{t-1}, an attention summary of s_init, s_0, ..., s_{t-1}, instead of
     s_{t-1}.  For content_scope the query is s_{t-1}.
     """
     scoring = options['att_scoring']
-    if one_step:
-        items, keys = _append_history(tparams, 'mem_att', scoring, history, init_state)
-        s_tilde, w = target_attention_step(tparams, 'mem_att', scoring, items,
-                                           keys, query_state=init_state)
-        out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
-                             context=context, one_step=True, init_state=s_tilde,
-                             context_mask=context_mask)
-        out['history_new'] = (init_state, keys[-1])
-        out['prev_alphas'] = w
-        return out
+    if not one_step:
+        return _memory_scan(tparams, state_below, options, prefix, mask, context,
+                            init_state, context_mask)
+    items, keys = _state_history_step(tparams, 'mem_att', scoring, carry, init_state)
+    s_tilde, w = target_attention_step(tparams, 'mem_att', scoring, items,
+                                       keys, query_state=init_state)
+    out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
+                         context=context, one_step=True, init_state=s_tilde,
+                         context_mask=context_mask)
+    out['carry'] = {'prev_states': items, 'prev_keys': keys}
+    out['prev_alphas'] = w
+    return out
 
+
+def _memory_scan(tparams, state_below, options, prefix, mask, context, init_state,
+                 context_mask):
+    """The memory RNN's training graph: one scan that also fills row t+1 of
+    the item and key buffers with s_t (row 0 holds s_init)."""
+    scoring = options['att_scoring']
     nsteps = state_below.shape[0]
     n_samples = state_below.shape[1]
     dim = tparams[_p(prefix, 'Ux')].shape[1]
@@ -549,15 +675,13 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
         tparams, state_below, prefix, mask, context)
     if context_mask is None:
         context_mask = tensor.alloc(numpy.float32(1.), context.shape[0], n_samples)
-    att_params = [tparams[k] for k in tparams if k.startswith('mem_att_')]
     att_names = [k for k in tparams if k.startswith('mem_att_')]
-    # buffers of items and keys, row j filled at step j (row 0 = s_init)
+    att_params = [tparams[k] for k in att_names]
     items0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, dim)
     items0 = tensor.set_subtensor(items0[0], init_state)
     key0 = target_attention_keys(tparams, 'mem_att', scoring, init_state)
     keys0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, key0.shape[1])
     keys0 = tensor.set_subtensor(keys0[0], key0)
-    steps = tensor.arange(nsteps)
 
     def _step(t, m_, x_t, xx_t,                         # sequences
               h_, items, keys, ctx_prev, alpha_prev, w_prev,  # recurrent
@@ -582,7 +706,7 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
 
     (states, _, _, ctxs, alphas, prev_alphas), _ = theano.scan(
         _step,
-        sequences=[steps, mask, x_, xx_],
+        sequences=[tensor.arange(nsteps), mask, x_, xx_],
         outputs_info=[init_state, items0, keys0,
                       tensor.alloc(numpy.float32(0.), n_samples, context.shape[2]),
                       tensor.alloc(numpy.float32(0.), n_samples, context.shape[0]),
@@ -594,24 +718,170 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
 
 
 # --------------------------------------------------------------------------
-# registry: layer name -> (init, apply)
+# registries
+#
+# LAYERS: the building blocks, name -> (init, apply).
+# DECODERS: one entry per decoder.  Everything else (option checks, the
+# command-line choices, the short variant names of the scripts, table labels,
+# the sampler's carried tensors, the tests' configurations) derives from it.
+# Adding a decoder: write its param_init_X / X_layer pair above (one_step
+# included), add a Decoder entry below, and tests (tests/numpy_reference.py).
 
 LAYERS = {
     'ff': (param_init_fflayer, fflayer),
     'gru': (param_init_gru, gru_layer),
-    'gru_cond': (param_init_gru_cond, gru_cond_layer),
-    'gru_cond_residual': (param_init_gru_cond_residual, gru_cond_residual_layer),
-    'gru_cond_memory': (param_init_gru_cond_memory, gru_cond_memory_layer),
-    'gru_cond_selfattn': (param_init_gru_cond_selfattn, gru_cond_selfattn_layer),
+    'lstm': (param_init_lstm, lstm_layer),
 }
 
-# decoders that carry a history of previous words/states while decoding
-HISTORY_DECODERS = ('gru_cond_residual', 'gru_cond_memory', 'gru_cond_selfattn')
+# The recurrent layers of the language model (lm.py): init, the sequence
+# layer (returns one T x n x dim sequence per state), the one-step function
+# (tparams, n x nin inputs, prefix, mask, [states]) -> [states], and the
+# names of the states a step carries (the output h first).
+Recurrent = namedtuple('Recurrent', 'init apply one_step states')
+RECURRENT = OrderedDict([
+    ('gru', Recurrent(param_init_gru, gru_layer, gru_one_step, ('state',))),
+    ('lstm', Recurrent(param_init_lstm, lstm_layer, lstm_one_step, ('state', 'cell'))),
+])
 
 
 def get_layer(name):
-    try:
+    """(init, apply) of a building block or of a decoder (dl4mt's lookup)."""
+    if name in LAYERS:
         return LAYERS[name]
-    except KeyError:
-        raise ValueError('unknown layer %r (known: %s)'
-                         % (name, ', '.join(sorted(LAYERS))))
+    if name in DECODERS:
+        return DECODERS[name].init, DECODERS[name].apply
+    raise ValueError('unknown layer %r (known: %s)'
+                     % (name, ', '.join(sorted(LAYERS) + list(DECODERS))))
+
+
+STATE_SCORINGS = ('content', 'content_scope')
+
+# A tensor that a decoder carries from one decoding step to the next.  axes
+# names each axis: 'steps' (one row per step decoded so far, starting empty),
+# 'hyps' (one per hypothesis: beam search reorders along it), or an option
+# whose value is the size ('dim_word', 'dim').
+Carried = namedtuple('Carried', 'name axes')
+
+# A named configuration of a decoder as the scripts and tables know it:
+# options (decoder included), a label for tables, and the att_scoring values
+# it accepts (empty: the scoring is not used).
+Variant = namedtuple('Variant', 'name options label scorings')
+
+# name: the 'decoder' option; init/apply: the layer functions; variants;
+# aliases: other names of this decoder -> the options they imply; prefixes: of
+# the parameters it adds to the baseline's; carried(options): its Carried list.
+Decoder = namedtuple('Decoder', 'name init apply variants aliases prefixes carried')
+
+
+def _carried_words(options):
+    """Residual decoders carry the previous words' embeddings (and keys)."""
+    words = [Carried('prev_embs', ('steps', 'hyps', 'dim_word'))]
+    if options['residual'] == 'attentive':
+        words.append(Carried('prev_keys', ('steps', 'hyps', 'dim_word')))
+    return words
+
+
+def _carried_states(options):
+    """Memory and self-attentive RNNs carry the previous states and keys."""
+    return [Carried('prev_states', ('steps', 'hyps', 'dim')),
+            Carried('prev_keys', ('steps', 'hyps', 'dim'))]
+
+
+DECODERS = OrderedDict((d.name, d) for d in [
+    Decoder('gru_cond', param_init_gru_cond, gru_cond_layer,
+            [Variant('baseline', {'decoder': 'gru_cond'}, 'NMT baseline', ())],
+            {}, (), lambda options: []),
+    Decoder('gru_cond_residual', param_init_gru_cond_residual, gru_cond_residual_layer,
+            [Variant('mean', {'decoder': 'gru_cond_residual', 'residual': 'mean'},
+                     'Mean residual connections', ()),
+             Variant('attentive', {'decoder': 'gru_cond_residual',
+                                   'residual': 'attentive'},
+                     'Self-attentive residual connections', SCORINGS)],
+            {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content'}},
+            ('cond_att_',), _carried_words),
+    Decoder('gru_cond_memory', param_init_gru_cond_memory, gru_cond_memory_layer,
+            [Variant('memory', {'decoder': 'gru_cond_memory'}, 'Memory RNN',
+                     STATE_SCORINGS)],
+            {}, ('mem_att_',), _carried_states),
+    Decoder('gru_cond_selfattn', param_init_gru_cond_selfattn, gru_cond_selfattn_layer,
+            [Variant('selfattn', {'decoder': 'gru_cond_selfattn'}, 'Self-attentive RNN',
+                     STATE_SCORINGS)],
+            {}, ('self_att_', 'ff_logit_self_'), _carried_states),
+])
+
+DECODER_ALIASES = OrderedDict((alias, (d.name, implied)) for d in DECODERS.values()
+                              for alias, implied in d.aliases.items())
+DECODER_NAMES = tuple(DECODERS) + tuple(DECODER_ALIASES)
+VARIANT_PREFIXES = tuple(p for d in DECODERS.values() for p in d.prefixes)
+
+
+def decoder_of(options):
+    """The Decoder entry named by options['decoder'] (aliases resolved)."""
+    name = options['decoder']
+    name = DECODER_ALIASES[name][0] if name in DECODER_ALIASES else name
+    if name not in DECODERS:
+        raise ValueError('decoder must be one of %s, not %r'
+                         % (', '.join(DECODER_NAMES), options['decoder']))
+    return DECODERS[name]
+
+
+def variant_of(options):
+    """(Variant, scoring or None) of complete options; ValueError naming the
+    option when the combination does not exist."""
+    decoder = decoder_of(options)
+    for variant in decoder.variants:
+        if all(options.get(k) == v or k == 'decoder'
+               for k, v in variant.options.items()):
+            break
+    else:
+        raise ValueError('decoder %s takes residual %s, not %r' % (
+            decoder.name, ' or '.join(repr(v.options['residual'])
+                                      for v in decoder.variants),
+            options.get('residual')))
+    if not variant.scorings:
+        return variant, None
+    if options['att_scoring'] not in variant.scorings:
+        raise ValueError('the %s decoder takes att_scoring %s, not %r'
+                         % (variant.name, ' or '.join(variant.scorings),
+                            options['att_scoring']))
+    return variant, options['att_scoring']
+
+
+def _all_variants():
+    """Short name -> Variant: each variant, then one per other scoring
+    ('attentive-dot', 'memory-content_scope', ...)."""
+    out = OrderedDict()
+    for decoder in DECODERS.values():
+        for v in decoder.variants:
+            out[v.name] = v
+        for v in decoder.variants:
+            for scoring in v.scorings[1:]:
+                name = '%s-%s' % (v.name, scoring)
+                options = dict(v.options, att_scoring=scoring)
+                out[name] = Variant(name, options, '%s (%s)' % (v.label, scoring),
+                                    (scoring,))
+    return out
+
+
+VARIANTS = _all_variants()
+# the five decoders of the papers' Table 1, in the registry's order
+MAIN_VARIANTS = tuple(v.name for d in DECODERS.values() for v in d.variants)
+
+
+def variant_options(name):
+    """Model options of a short variant name ('attentive-dot', ...)."""
+    if name not in VARIANTS:
+        raise ValueError('unknown decoder %r (choose from %s)'
+                         % (name, ', '.join(VARIANTS)))
+    options = dict(VARIANTS[name].options)
+    if VARIANTS[name].scorings:
+        options.setdefault('att_scoring', VARIANTS[name].scorings[0])
+    return options
+
+
+def variant_label(options):
+    """The table label of a model's options ('Memory RNN (content_scope)')."""
+    variant, scoring = variant_of(options)
+    if scoring is None or scoring == variant.scorings[0]:
+        return variant.label
+    return '%s (%s)' % (variant.label, scoring)

@@ -24,12 +24,10 @@ import warnings
 
 import numpy
 
+from text_io import InputError, check_readable, one_line as _one_line
+
 # Python 2 can read pickle protocols 0 to 2.
 PY2_PROTOCOL = 2
-
-
-class InputError(Exception):
-    """Bad user input: the message is one line and names the file."""
 
 
 # --------------------------------------------------------------------------
@@ -48,9 +46,16 @@ def atomic_write(path, write_fn, mode='wb'):
     The temporary file lives in the same directory (so the rename is atomic),
     is flushed and fsync'ed before the rename, and is removed if ``write_fn``
     raises, so no partial file ever carries the final name.  ``mode`` is
-    ``'wb'`` or ``'w'`` (text, UTF-8).
+    ``'wb'`` or ``'w'`` (text, UTF-8).  A path that exists and is not a regular
+    file (``/dev/null``, a pipe) is written directly: renaming onto it would
+    replace the device with a file.
     """
     path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        text = {} if 'b' in mode else {'encoding': 'utf-8', 'newline': '\n'}
+        with open(path, mode, **text) as f:
+            write_fn(f)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory,
                                prefix='.' + os.path.basename(path) + '.',
@@ -116,15 +121,6 @@ def bytes_to_str(obj):
     return obj
 
 
-def _check_readable(path):
-    if not os.path.exists(path):
-        raise InputError('%s: no such file' % path)
-    if os.path.isdir(path):
-        raise InputError('%s: is a directory, not a file' % path)
-    if os.path.getsize(path) == 0:
-        raise InputError('%s: file is empty' % path)
-
-
 def load_pickle(path):
     """Load a pickle written by Python 2 or Python 3.
 
@@ -132,7 +128,7 @@ def load_pickle(path):
     also lets numpy rebuild Python-2 scalars and arrays from their raw data)
     and then decoded to str, recursively, by :func:`bytes_to_str`.
     """
-    _check_readable(path)
+    check_readable(path, allow_empty=False)
     try:
         with open(path, 'rb') as f:
             obj = pickle.load(f, encoding='bytes')
@@ -144,12 +140,8 @@ def load_pickle(path):
     return bytes_to_str(obj)
 
 
-def _one_line(e):
-    return ' '.join(str(e).split()) or type(e).__name__
-
-
 def _load_json(path):
-    _check_readable(path)
+    check_readable(path, allow_empty=False)
     try:
         with open(path, 'r', encoding='utf-8') as f:
             return json.load(f, object_pairs_hook=collections.OrderedDict)
@@ -196,16 +188,6 @@ def save_dictionary(word_to_id, pkl_path, json_path):
     text = json.dumps(collections.OrderedDict((w, int(i)) for w, i in items),
                       ensure_ascii=False, indent=2)
     atomic_write(json_path, lambda f: f.write(text + '\n'), 'w')
-
-
-def invert_dictionary(word_to_id):
-    """id -> word, with 0 -> '<eos>' and 1 -> 'UNK' (as translate.py does)."""
-    id_to_word = {}
-    for word, idx in word_to_id.items():
-        id_to_word[idx] = word
-    id_to_word[0] = '<eos>'
-    id_to_word[1] = 'UNK'
-    return id_to_word
 
 
 # --------------------------------------------------------------------------
@@ -259,7 +241,7 @@ def save_options(options, model_path):
 # --------------------------------------------------------------------------
 
 def _open_npz(path):
-    _check_readable(path)
+    check_readable(path, allow_empty=False)
     try:
         return numpy.load(path, allow_pickle=False)
     except OSError as e:

@@ -6,6 +6,9 @@ the second applies the update.  Each optimiser keeps its accumulators in
 shared variables, listed in ``state`` (a dict the caller may pass) so that a
 checkpoint can save them and a resumed run can restore them.
 
+``clip_gradients`` rescales the gradients to a maximum global norm (the
+original's ``clip_c``).
+
 Adadelta also has a fused form (``fused=True``): one Theano function computes
 the cost, the gradients and the whole update, with the same equations; it
 saves a pass over every parameter and the stored gradients, and each
@@ -16,10 +19,23 @@ compiles Adadelta's functions with, e.g., a linker with or without garbage
 collection, so that both styles can run in one process.
 """
 import numpy
+
+import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
 import fast_ops
+
+
+def clip_gradients(grads, clip_c):
+    """Rescale to global norm clip_c when the norm is larger."""
+    if clip_c <= 0.:
+        return grads
+    g2 = 0.
+    for g in grads:
+        g2 += (g ** 2).sum()
+    return [tensor.switch(g2 > (clip_c ** 2), g / tensor.sqrt(g2) * clip_c, g)
+            for g in grads]
 
 
 def _shared_like(p, name):

@@ -66,6 +66,7 @@ import time
 from collections import Counter
 
 import model_io
+from text_io import InputError, iter_lines
 
 PROGRESS_EVERY = 100000
 SETS = ('train', 'dev', 'test')
@@ -81,10 +82,6 @@ _CJK_RE = re.compile('([%s])' % CJK_CHARS)
 # a space next to a CJK character (Chinese text puts none there)
 _CJK_SPACE_RE = re.compile('(?<=[%s]) +| +(?=[%s])' % (CJK_CHARS, CJK_CHARS))
 _BPE_RE = re.compile(r'(@@ )|(@@ ?$)')
-
-
-class PreprocessError(Exception):
-    """Bad input; the message is one line and names the file."""
 
 
 def is_zh(lang):
@@ -203,30 +200,8 @@ class Postprocessor(object):
 # --------------------------------------------------------------------------
 
 def check_text_file(path):
-    """Number of lines of a UTF-8 file; PreprocessError otherwise."""
-    if not os.path.exists(path):
-        raise PreprocessError('%s: no such file' % path)
-    if os.path.isdir(path):
-        raise PreprocessError('%s: is a directory, not a file' % path)
-    n = 0
-    try:
-        with open(path, 'rb') as f:
-            for n, raw in enumerate(f, 1):
-                try:
-                    raw.decode('utf-8')
-                except UnicodeDecodeError as e:
-                    raise PreprocessError(
-                        '%s: line %d is not valid UTF-8 (byte %d of the line)'
-                        % (path, n, e.start + 1))
-    except OSError as e:
-        raise PreprocessError('%s: cannot read: %s' % (path, e.strerror or e))
-    return n
-
-
-def read_lines(path):
-    with open(path, encoding='utf-8', newline='\n') as f:
-        for line in f:
-            yield line.rstrip('\n').rstrip('\r')
+    """Number of lines of a UTF-8 file; InputError otherwise."""
+    return sum(1 for _ in iter_lines(path))
 
 
 def _tokenize_worker_init(lang, zh_split):
@@ -244,7 +219,7 @@ def map_file(fn, src, dst, label, pool=None, on_line=None):
     for tokenisation with several jobs."""
     start = time.time()
     n = 0
-    lines = read_lines(src)
+    lines = iter_lines(src)
     results = (pool.imap(_tokenize_worker, lines, chunksize=2000) if pool
                else map(fn, lines))
     with open(dst, 'w', encoding='utf-8', newline='\n') as out:
@@ -270,13 +245,13 @@ def _input_paths(args):
 def check_inputs(args):
     """Check every input before anything is written; returns line counts."""
     if args.src_lang == args.trg_lang:
-        raise PreprocessError('--src-lang and --trg-lang are both %r'
+        raise InputError('--src-lang and --trg-lang are both %r'
                               % args.src_lang)
     if args.bpe_merges < 0:
-        raise PreprocessError('--bpe-merges must be >= 0, not %d'
+        raise InputError('--bpe-merges must be >= 0, not %d'
                               % args.bpe_merges)
     if args.vocab < 3:
-        raise PreprocessError('--vocab must be at least 3 (eos, UNK and one '
+        raise InputError('--vocab must be at least 3 (eos, UNK and one '
                               'word), not %d' % args.vocab)
     paths = _input_paths(args)
     counts = {}
@@ -284,11 +259,11 @@ def check_inputs(args):
         src, trg = (paths[name][args.src_lang], paths[name][args.trg_lang])
         n_src, n_trg = check_text_file(src), check_text_file(trg)
         if n_src != n_trg:
-            raise PreprocessError('%s has %d lines but %s has %d lines: the two '
+            raise InputError('%s has %d lines but %s has %d lines: the two '
                                   'sides of the %s set must be parallel'
                                   % (src, n_src, trg, n_trg, name))
         if n_src == 0:
-            raise PreprocessError('%s: file is empty' % src)
+            raise InputError('%s: file is empty' % src)
         counts[name] = n_src
     return paths, counts
 
@@ -347,7 +322,7 @@ def _prepare_in(stage, args, paths, counts, langs):
             model = 'truecase-model.%s' % lang
             _progress('training the truecaser on train.%s' % lang)
             tc = Truecaser()
-            tc.train((l.split() for l in read_lines(tmp('train.rawtok.%s' % lang))),
+            tc.train((l.split() for l in iter_lines(tmp('train.rawtok.%s' % lang))),
                      save_to=tmp(model))
             truecase = Truecaser(tmp(model))
             outputs.append(model)
@@ -426,13 +401,13 @@ def postprocess_mode(args):
     if args.model_dir:
         path = os.path.join(args.model_dir, CONFIG_NAME)
         if not os.path.exists(path):
-            raise PreprocessError('%s: no such file (written by preprocess.py '
+            raise InputError('%s: no such file (written by preprocess.py '
                                   'prepare)' % path)
         try:
             with open(path, encoding='utf-8') as f:
                 return json.load(f).get('zh_split', 'whitespace')
         except (OSError, ValueError) as e:
-            raise PreprocessError('%s: cannot read: %s' % (path, e))
+            raise InputError('%s: cannot read: %s' % (path, e))
     return 'whitespace'
 
 
@@ -444,7 +419,7 @@ def postprocess(args):
             try:
                 line = raw.decode('utf-8')
             except UnicodeDecodeError:
-                raise PreprocessError('<stdin>: line %d is not valid UTF-8' % n)
+                raise InputError('<stdin>: line %d is not valid UTF-8' % n)
             out.write((post(line) + '\n').encode('utf-8'))
     finally:
         out.flush()
@@ -493,7 +468,7 @@ def main(argv=None):
             prepare(args)
         else:
             postprocess(args)
-    except (PreprocessError, model_io.InputError) as e:
+    except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
     except OSError as e:

@@ -34,24 +34,22 @@ import math
 import os
 import re
 import sys
+from collections import OrderedDict
 
-DECODER_LABELS = [
-    ('baseline', 'NMT baseline'),
-    ('memory', 'Memory RNN'),
-    ('selfattn', 'Self-attentive RNN'),
-    ('mean', 'Mean residual connections'),
-    ('attentive', 'Self-attentive residual connections'),
-]
+from text_io import InputError
+
 PAIR_ORDER = ['en-zh', 'es-en', 'en-de']
-# file-name words that identify a decoder (the authors call "mean" "average")
-DECODER_ALIASES = [('selfattn', 'selfattn'), ('memory', 'memory'),
-                   ('baseline', 'baseline'), ('average', 'mean'), ('mean', 'mean'),
-                   ('attentive', 'attentive')]
+# the authors' file names call the mean residual "average"
+AUTHORS_FILE_WORDS = {'average': 'mean'}
+
+
+def decoder_labels():
+    """Variant name -> table label, in the decoder registry's order."""
+    import layers
+    return OrderedDict((name, v.label) for name, v in layers.VARIANTS.items())
+
+
 NON_PARAMS = {'history_errs', 'uidx'}
-
-
-class ResultsError(Exception):
-    pass
 
 
 def _load_json(path):
@@ -59,9 +57,9 @@ def _load_json(path):
         with open(path, encoding='utf-8') as f:
             return json.load(f)
     except OSError as e:
-        raise ResultsError('%s: cannot read: %s' % (path, e.strerror or e))
+        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
     except ValueError as e:
-        raise ResultsError('%s: not valid JSON (%s)' % (path, e))
+        raise InputError('%s: not valid JSON (%s)' % (path, e))
 
 
 def count_params(run_dir):
@@ -92,7 +90,7 @@ def find_runs(paths):
         found = sorted(os.path.dirname(p) for p in
                        glob.glob(os.path.join(path, '**', 'bleu.json'), recursive=True))
         if not found:
-            raise ResultsError('%s: no bleu.json in it or below it' % path)
+            raise InputError('%s: no bleu.json in it or below it' % path)
         runs.extend(found)
     return runs
 
@@ -104,29 +102,33 @@ def read_run(run_dir, detok=False):
     pair = info.get('pair') or parts[-2]
     key = 'detok_bleu' if detok else 'bleu'
     if key not in info:
-        raise ResultsError('%s: no "%s" entry' % (os.path.join(run_dir, 'bleu.json'), key))
+        raise InputError('%s: no "%s" entry' % (os.path.join(run_dir, 'bleu.json'), key))
     return {'pair': pair, 'decoder': decoder, 'bleu': float(info[key]),
             'params': count_params(run_dir), 'source': run_dir}
 
 
 def decoder_from_name(path):
+    """The decoder variant a file name names ('...attentive.en' -> 'attentive')."""
     name = os.path.basename(path).lower()
-    for word, decoder in DECODER_ALIASES:
-        if re.search(r'(^|[^a-z])%s([^a-z]|$)' % word, name):
-            return decoder
+    words = OrderedDict((v, v) for v in decoder_labels())
+    words.update(AUTHORS_FILE_WORDS)
+    # longest names first: 'attentive-dot' before 'attentive'
+    for word in sorted(words, key=len, reverse=True):
+        if re.search(r'(^|[^a-z])%s([^a-z]|$)' % re.escape(word), name):
+            return words[word]
     return None
 
 
 def read_evaluate_json(spec):
     if '=' not in spec:
-        raise ResultsError('--evaluate-json wants PAIR=FILE, not %r' % spec)
+        raise InputError('--evaluate-json wants PAIR=FILE, not %r' % spec)
     pair, path = spec.split('=', 1)
     data = _load_json(path)
     rows = []
     for res in data.get('results', []):
         decoder = decoder_from_name(res['system'])
         if decoder is None:
-            raise ResultsError('%s: cannot tell the decoder of %s from its name'
+            raise InputError('%s: cannot tell the decoder of %s from its name'
                                % (path, res['system']))
         rows.append({'pair': pair, 'decoder': decoder, 'bleu': float(res['bleu']),
                      'params': None, 'source': res['system']})
@@ -144,21 +146,21 @@ def truncate_millions(n):
 def build_table(rows, params_pair=None):
     pairs = sorted({r['pair'] for r in rows},
                    key=lambda p: (PAIR_ORDER.index(p) if p in PAIR_ORDER else 99, p))
-    known = [d for d, _ in DECODER_LABELS]
+    known = list(decoder_labels())
     decoders = [d for d in known if any(r['decoder'] == d for r in rows)]
     decoders += sorted({r['decoder'] for r in rows} - set(known))
     by_key = {}
     for r in rows:
         key = (r['decoder'], r['pair'])
         if key in by_key:
-            raise ResultsError('two results for %s on %s: %s and %s'
+            raise InputError('two results for %s on %s: %s and %s'
                                % (r['decoder'], r['pair'], by_key[key]['source'],
                                   r['source']))
         by_key[key] = r
     if params_pair is None:
         params_pair = next((p for p in pairs if any(
             by_key.get((d, p), {}).get('params') for d in decoders)), None)
-    labels = dict(DECODER_LABELS)
+    labels = decoder_labels()
     header = ['Model', 'Params%s' % (' (%s)' % params_pair if params_pair else '')] + pairs
     table = []
     for d in decoders:
@@ -182,7 +184,7 @@ def plot(path, pairs, decoders, by_key, title):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    labels = dict(DECODER_LABELS)
+    labels = decoder_labels()
     width = 0.8 / max(len(decoders), 1)
     fig, ax = plt.subplots(figsize=(4.2 + 2.0 * len(pairs), 4.0))
     for i, d in enumerate(decoders):
@@ -226,7 +228,7 @@ def main(argv=None):
         for spec in args.evaluate_json:
             rows += read_evaluate_json(spec)
         header, table, pairs, decoders, by_key = build_table(rows, args.params_pair)
-    except ResultsError as e:
+    except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
     print(markdown(header, table))

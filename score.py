@@ -13,12 +13,13 @@ import theano_env  # noqa: F401  (must come before theano)
 
 import argparse
 import sys
-import time
 
 import numpy
 
-from model_io import InputError, atomic_write, load_dictionary
-from translate import read_lines
+from model_io import atomic_write, load_dictionary
+from progress import ProgressLine
+from text_io import InputError, read_lines
+from vocab import words_to_ids
 
 
 def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):
@@ -26,11 +27,8 @@ def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):
     if len(src_lines) != len(trg_lines):
         raise InputError('%s has %d lines but %s has %d: the files must be aligned'
                          % (src_path, len(src_lines), trg_path, len(trg_lines)))
-
-    def ids(line, d, n):
-        return [i if i < n else 1 for i in (d.get(w, 1) for w in line.split())]
-    return [(ids(s, word_dicts[0], options['n_words_src']),
-             ids(t, word_dicts[1], options['n_words']))
+    return [(words_to_ids(s.split(), word_dicts[0], options['n_words_src']),
+             words_to_ids(t.split(), word_dicts[1], options['n_words']))
             for s, t in zip(src_lines, trg_lines)]
 
 
@@ -39,19 +37,16 @@ def score_pairs(f_log_probs, pairs, batch_size, progress=True):
     import nmt
     order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
     costs = numpy.zeros(len(pairs), dtype='float64')
-    start = time.time()
+    meter = ProgressLine(len(pairs), 'scored', 'pairs') if progress else None
     for b in range(0, len(order), batch_size):
         idx = order[b:b + batch_size]
         x, x_mask, y, y_mask = nmt.prepare_data([pairs[i][0] for i in idx],
                                                 [pairs[i][1] for i in idx])
         costs[idx] = f_log_probs(x, x_mask, y, y_mask)
-        if progress:
-            done = min(b + batch_size, len(order))
-            rate = done / max(time.time() - start, 1e-9)
-            print('\rscored %d/%d pairs, %.1f pairs/s' % (done, len(order), rate),
-                  end='', file=sys.stderr)
-    if progress:
-        print(file=sys.stderr)
+        if meter:
+            meter.update(min(b + batch_size, len(order)))
+    if meter:
+        meter.finish()
     return costs
 
 
@@ -77,14 +72,12 @@ def main(argv=None):
         p.error('-b must be at least 1')
     try:
         import nmt
-        from model_io import load_options, load_params
-        options = nmt.fill_options(load_options(args.model))
+        options, params = nmt.load_model(args.model)
         dict_paths = args.dictionaries or options.get('dictionaries')
         if not dict_paths:
             raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG'
                              % args.model)
         word_dicts = [load_dictionary(d) for d in dict_paths]
-        params = load_params(args.model, nmt.init_params(options))
         pairs = pair_ids(read_lines(args.source), read_lines(args.target),
                          args.source, args.target, word_dicts, options)
     except InputError as e:

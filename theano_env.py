@@ -17,8 +17,21 @@ imports this module first; the user sets nothing by hand.  What it fixes:
   does not depend on the kernel version, so that it survives reboots.
 
 Settings the user gives in THEANO_FLAGS or OPENBLAS_NUM_THREADS win.
+
+GPU: ``THEANO_FLAGS=device=cuda`` is the one switch (notes/README-gpu.md).  Then
+this module (1) checks that ``setup.sh --gpu`` made the links libgpuarray
+loads, (2) re-executes the interpreter once with them on LD_LIBRARY_PATH (the
+dynamic loader reads that variable only when a process starts, and
+libgpuarray dlopens bare library names), (3) turns cuDNN off, (4) works
+around a theano-pymc 1.1.2 bug that always kept Theano off the GPU
+(_fix_gpuarray_optdb), and (5) after ``import theano`` stops the program with
+``error: ...`` if the GPU did not come up, where Theano would log the failure
+and quietly run on the CPU.  Theano itself is never imported here.
 """
 import glob
+import importlib.abc
+import importlib.util
+import logging
 import os
 import sys
 import sysconfig
@@ -45,30 +58,183 @@ def _blas_ldflags():
     return ""
 
 
+_ADDED = "NMT_THEANO_FLAGS_ADDED"
+
+
+def _parse_flags(flags):
+    """{name: value} of a THEANO_FLAGS string (dots as '__'; the last wins)."""
+    parsed = {}
+    for part in flags.split(","):
+        key, _, value = part.partition("=")
+        if key.strip():
+            parsed[key.strip().replace(".", "__")] = value.strip()
+    return parsed
+
+
 def _flag_given(flags, name):
-    return any(part.split("=")[0].strip().replace(".", "__") == name
-               for part in flags.split(",") if part.strip())
+    return name in _parse_flags(flags)
 
 
 def configure(allow_gc=None):
     """Set THEANO_FLAGS defaults; must run before the first ``import theano``."""
     flags = os.environ.get("THEANO_FLAGS", "")
+    gpu = gpu_requested(flags)
     defaults = [
         ("floatX", "float32"),
         ("blas__ldflags", _blas_ldflags()),
+        # GPU processes compile into a folder of their own: a CPU and a GPU
+        # process never wait for each other's compile lock
         ("compiledir_format",
-         "compiledir_nmt-py%(python_version)s-np%(numpy_version)s"),
+         "compiledir_nmt-py%(python_version)s-np%(numpy_version)s"
+         + ("-cuda" if gpu else "")),
         # openmp=True is broken in theano-pymc 1.1.2
         ("openmp", "False"),
     ]
     if allow_gc is not None:
         defaults.append(("allow_gc", str(bool(allow_gc))))
+    if gpu:
+        # Theano's cuDNN code targets cuDNN 5-7
+        defaults.append(("dnn__enabled", "False"))
     extra = ["%s=%s" % (k, v) for k, v in defaults if not _flag_given(flags, k)]
     os.environ["THEANO_FLAGS"] = ",".join([f for f in [flags] + extra if f])
+    # what we added, for device_env (a child on another device gets its own)
+    added = [f for f in os.environ.get(_ADDED, "").split(",") if f]
+    os.environ[_ADDED] = ",".join(added + extra)
     # A None entry makes ``from theano.scan import scan_perform_ext`` raise
     # ImportError, which scan answers by using its Python loop.
     sys.modules.setdefault("theano.scan.scan_perform_ext", None)
 
 
+# --------------------------------------------------------------------------
+# GPU (THEANO_FLAGS=device=cuda)
+
+# libgpuarray and the bare-name CUDA links that setup.sh --gpu (gpu_libs.py)
+# makes; Theano also finds gpuarray's headers and -lgpuarray under sys.prefix
+GPU_LIB_DIR = os.path.join(sys.prefix, "lib")
+GPU_LINKS = ("libcuda.so", "libnvrtc.so", "libcublas.so", "libgpuarray.so.3")
+_REEXEC_MARK = "NMT_GPU_REEXEC"
+
+
+def _flag_value(flags, name):
+    return _parse_flags(flags).get(name, "")
+
+
+def gpu_requested(flags=None):
+    """Whether THEANO_FLAGS asks for a CUDA device (device or init_gpu_device)."""
+    flags = os.environ.get("THEANO_FLAGS", "") if flags is None else flags
+    return any(_flag_value(flags, name).startswith("cuda")
+               for name in ("device", "init_gpu_device"))
+
+
+def device_env(device, env=None):
+    """A copy of env (default os.environ) for a child process that runs on
+    device ('cpu' or 'cuda'): THEANO_FLAGS's device replaced, and Theano's
+    mark of a parent that holds the GPU removed (the child is a new process,
+    not a fork, so it may open its own GPU context)."""
+    env = dict(os.environ if env is None else env)
+    ours = set(env.pop(_ADDED, "").split(","))
+    flags = [f for f in env.get("THEANO_FLAGS", "").split(",")
+             if f.strip() and f not in ours and f.partition("=")[0].strip() != "device"]
+    env["THEANO_FLAGS"] = ",".join(flags + ["device=%s" % device])
+    env.pop("THEANO_GPU_IS_ALREADY_ACTIVE", None)
+    return env
+
+
+def _fail(reason):
+    """One line on stderr and exit status 1."""
+    sys.stderr.write("error: GPU requested (THEANO_FLAGS device=%s) but %s\n"
+                     % (_flag_value(os.environ.get("THEANO_FLAGS", ""), "device")
+                        or "cpu", reason))
+    sys.stderr.flush()
+    raise SystemExit(1)
+
+
+def _ensure_library_path():
+    """Re-execute once with GPU_LIB_DIR first on LD_LIBRARY_PATH."""
+    missing = [n for n in GPU_LINKS
+               if not os.path.exists(os.path.join(GPU_LIB_DIR, n))]
+    if missing:
+        _fail("%s missing in %s: run `bash setup.sh --gpu` (or `gpu_bundle.sh "
+              "unpack`) for this environment" % (", ".join(missing), GPU_LIB_DIR))
+    paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    if GPU_LIB_DIR in paths:
+        return
+    if os.environ.get(_REEXEC_MARK) or not sys.executable:
+        _fail("%s is not on LD_LIBRARY_PATH; set LD_LIBRARY_PATH=%s before "
+              "starting Python" % (GPU_LIB_DIR, GPU_LIB_DIR))
+    env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join([GPU_LIB_DIR] + paths))
+    env[_REEXEC_MARK] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the same command line (``-m pytest``, ``-c ...`` included), but this
+    # interpreter, whatever PATH would find for argv[0]
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
+    os.execve(sys.executable, [sys.executable] + argv[1:], env)
+
+
+class _GpuLog(logging.Handler):
+    """Keeps the last error Theano's GPU back-end logs (its reason to give up)."""
+    reason = ""
+
+    def emit(self, record):
+        if record.levelno >= logging.ERROR:
+            reason = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                exc = record.exc_info[1]
+                reason += ": %s: %s" % (type(exc).__name__,
+                                        " ".join(str(exc).split()))
+            _GpuLog.reason = reason
+
+
+def _check_gpu_active(theano_module):
+    """After ``import theano``: stop unless the GPU back-end came up whole."""
+    gpuarray = sys.modules.get("theano.gpuarray")
+    # init_dev sets pygpu_activated before use() finishes: an error logged
+    # after it still leaves Theano on the CPU
+    if gpuarray is None or not gpuarray.pygpu_activated or _GpuLog.reason:
+        _fail("Theano did not start it (%s)"
+              % (_GpuLog.reason or "theano.gpuarray was not initialised"))
+
+
+def _fix_gpuarray_optdb(optdb_module):
+    """theano-pymc 1.1.2 bug: importing the submodule theano.gpuarray.optdb
+    replaces the name ``optdb`` (theano.compile.optdb) in theano.gpuarray's
+    namespace, so theano.gpuarray.use() fails on ``optdb.add_tags`` and
+    Theano stays on the CPU.  The submodule gets the method it is asked for."""
+    from theano.compile import optdb
+    optdb_module.add_tags = optdb.add_tags
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a function on a module once its code has executed."""
+
+    def __init__(self, name, after):
+        self.name, self.after = name, after
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then(module):
+            exec_module(module)
+            self.after(module)
+        spec.loader.exec_module = exec_then
+        return spec
+
+
+def _prepare_gpu():
+    _ensure_library_path()
+    logging.getLogger("theano.gpuarray").addHandler(_GpuLog())
+    sys.meta_path[:0] = [_AfterImport("theano", _check_gpu_active),
+                         _AfterImport("theano.gpuarray.optdb", _fix_gpuarray_optdb)]
+
+
 if "theano" not in sys.modules:
     configure()
+    if gpu_requested():
+        _prepare_gpu()

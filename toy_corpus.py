@@ -28,12 +28,15 @@ CLI::
 
     python toy_corpus.py generate --out DIR [--train N] [--dev N] [--test N] [--seed S]
     python toy_corpus.py agreement --src test.src --hyp hyp.trg [--ref test.trg] [--json]
+    python toy_corpus.py parse --trg hyp.trg > hyp.parses     # for analyze.py parseval
 """
 import argparse
 import json
 import os
 import random
 import sys
+
+from text_io import InputError, read_lines
 
 # source noun -> (target noun, class); 8 nouns per class, class not visible in form
 NOUNS = {
@@ -205,12 +208,68 @@ def agreement_stats(src_lines, hyp_lines):
             "strict_accuracy": correct / sites if sites else 0.0}
 
 
+# ---------------------------------------------------------------- parses
+TRG_TAG = dict([(w, "DT") for w in DETS.values()] + [(w, "JJ") for w in ADJS.values()]
+               + [(w, "NN") for w in TRG_NOUN_CLASS] + [(w, "VB") for w in TRG_FINITE]
+               + [(w, "VBN") for w in TRG_PARTICIPLES] + [(w, "RB") for w in ADVS.values()]
+               + [(TRG_REL, "WDT"), (TRG_AND, "CC"), (EOS, ".")])
+
+
+class _Parser:
+    """Recursive descent over the target grammar of the module docstring."""
+
+    def __init__(self, tokens):
+        self.tokens, self.pos = tokens, 0
+
+    def take(self, *tags):
+        """'(TAG word)' if the next word has one of the tags, else None."""
+        if self.pos < len(self.tokens) and TRG_TAG.get(self.tokens[self.pos]) in tags:
+            self.pos += 1
+            word = self.tokens[self.pos - 1]
+            return "(%s %s)" % (TRG_TAG[word], word)
+        return None
+
+    def np(self):
+        det = self.take("DT")
+        adj = det and self.take("JJ")
+        noun = det and self.take("NN")
+        return noun and "(NP %s)" % " ".join(p for p in (det, adj, noun) if p)
+
+    def clause(self):
+        """'(NP subject [(SBAR ki (S NP V-en))]) (VP [(ADVP ...)] NP V)', the
+        children of the clause's S node."""
+        subj = self.np()
+        if subj and self.take("WDT"):
+            rel = self.np()
+            part = rel and self.take("VBN")
+            subj = part and "(NP %s (SBAR (WDT ki) (S %s %s)))" % (subj, rel, part)
+        advs = []
+        while subj and self.pos < len(self.tokens) and TRG_TAG.get(self.tokens[self.pos]) == "RB":
+            advs.append(self.take("RB"))
+        obj = subj and self.np()
+        verb = obj and self.take("VB")
+        if not verb:
+            return None
+        advp = ["(ADVP %s)" % " ".join(advs)] if advs else []
+        return "%s (VP %s)" % (subj, " ".join(advp + [obj, verb]))
+
+
+def parse_target(line):
+    """Penn Treebank brackets of one target sentence, or None if it is not in the
+    grammar.  Two clauses: (S (S ...) (CC da) (S ...) (. .))."""
+    p = _Parser(line.split())
+    clauses = [p.clause()]
+    while clauses[-1] and p.take("CC"):
+        clauses.append(p.clause())
+    end = clauses[-1] and p.take(".")
+    if not end or p.pos != len(p.tokens):
+        return None
+    if len(clauses) == 1:
+        return "(ROOT (S %s %s))" % (clauses[0], end)
+    return "(ROOT (S %s %s))" % (" (CC da) ".join("(S %s)" % c for c in clauses), end)
+
+
 # ---------------------------------------------------------------- CLI
-def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
 def _cmd_generate(args):
     for name in ("train", "dev", "test"):
         if getattr(args, name) < 0:
@@ -228,10 +287,10 @@ def _cmd_generate(args):
 
 
 def _cmd_agreement(args):
-    src, hyp = _read_lines(args.src), _read_lines(args.hyp)
+    src, hyp = read_lines(args.src, allow_empty=True), read_lines(args.hyp, allow_empty=True)
     stats = agreement_stats(src, hyp)
     if args.ref:
-        ref = _read_lines(args.ref)
+        ref = read_lines(args.ref, allow_empty=True)
         if len(ref) != len(src):
             raise ValueError("line count mismatch: %d source vs %d reference lines"
                              % (len(src), len(ref)))
@@ -250,6 +309,13 @@ def _cmd_agreement(args):
         print(line)
 
 
+def _cmd_parse(args):
+    lines = [parse_target(line) for line in read_lines(args.trg, allow_empty=True)]
+    sys.stdout.write("".join((t or "") + "\n" for t in lines))
+    print("parsed %d of %d sentences (an empty line for each one outside the grammar)"
+          % (sum(t is not None for t in lines), len(lines)), file=sys.stderr)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -264,10 +330,13 @@ def main(argv=None):
     a.add_argument("--hyp", required=True)
     a.add_argument("--ref")
     a.add_argument("--json", action="store_true")
+    r = sub.add_parser("parse", help="Penn Treebank parses of target sentences")
+    r.add_argument("--trg", required=True, help="reference or hypothesis file")
     args = ap.parse_args(argv)
+    commands = {"generate": _cmd_generate, "agreement": _cmd_agreement, "parse": _cmd_parse}
     try:
-        (_cmd_generate if args.cmd == "generate" else _cmd_agreement)(args)
-    except (OSError, ValueError, RuntimeError) as e:
+        commands[args.cmd](args)
+    except (OSError, ValueError, RuntimeError, InputError) as e:
         msg = "%s: %s" % (e.strerror, e.filename) if isinstance(e, OSError) and e.strerror else e
         print("error: %s" % msg, file=sys.stderr)
         return 1

@@ -5,8 +5,8 @@ The three scripts call it with their pair's settings::
     train_pair.py --src-lang es --trg-lang en --vocab 50000 --prog NAME \\
         [--dry-run] [--tiny] DECODER DATA_DIR [MODEL_DIR] [-- extra nmt.py flags]
 
-DECODER is one of baseline, mean, attentive, memory, selfattn (see
-DECODERS).  DATA_DIR is the output of ``preprocess.py prepare`` for the pair
+DECODER is a variant of the decoder registry (layers.VARIANTS: baseline, mean,
+attentive, memory, selfattn, ...).  DATA_DIR is the output of ``preprocess.py prepare`` for the pair
 (``train.bpe.SRC/TRG``, ``dev.bpe.SRC/TRG``, ``dev.tok.TRG``,
 ``test.bpe.SRC``, ``test.tok.TRG``, ``train.bpe.SRC/TRG.pkl``).  MODEL_DIR
 defaults to ``runs/PAIR/DECODER`` (under the current directory), the layout
@@ -32,17 +32,21 @@ import shlex
 import subprocess
 import sys
 
+from text_io import InputError, read_lines
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-DECODERS = {
-    'baseline': ['--decoder', 'gru_cond'],
-    'mean': ['--decoder', 'gru_cond_residual', '--residual', 'mean'],
-    'attentive': ['--decoder', 'gru_cond_residual', '--residual', 'attentive',
-                  '--att_scoring', 'content'],
-    'memory': ['--decoder', 'gru_cond_memory', '--att_scoring', 'content'],
-    'selfattn': ['--decoder', 'gru_cond_selfattn', '--att_scoring', 'content'],
-}
-DECODER_ORDER = ('baseline', 'mean', 'attentive', 'memory', 'selfattn')
+
+
+def decoder_flags(name):
+    """nmt.py's flags of a decoder variant of the registry ('attentive', ...)."""
+    import layers
+    try:
+        options = layers.variant_options(name)
+    except ValueError as e:
+        raise InputError(str(e))
+    return [text for key, value in options.items() for text in ('--' + key, value)]
+
 
 BPE_UNDO = "sed -r 's/(@@ )|(@@ ?$)//g'"
 
@@ -70,10 +74,6 @@ TINY_BPE_MERGES = 100
 TEST_BEAM = 5
 
 
-class LaunchError(Exception):
-    pass
-
-
 def _q(cmd):
     return ' '.join(shlex.quote(str(c)) for c in cmd)
 
@@ -96,16 +96,16 @@ def parse_args(argv):
     p.add_argument('--tiny', action='store_true',
                    help='one-minute CPU run with tiny dimensions (makes toy data '
                    'in DATA_DIR when it has none)')
-    p.add_argument('decoder', metavar='DECODER', help=' | '.join(DECODER_ORDER))
+    p.add_argument('decoder', metavar='DECODER',
+                   help='a decoder variant: baseline, mean, attentive, memory, '
+                        'selfattn, or one with another scoring (attentive-dot, ...)')
     p.add_argument('data_dir', metavar='DATA_DIR')
     p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
     args = p.parse_args(argv)
     if args.prog:
         p.prog = args.prog
     args.extra = extra
-    if args.decoder not in DECODERS:
-        raise LaunchError('unknown decoder %r (choose from %s)'
-                          % (args.decoder, ', '.join(DECODER_ORDER)))
+    decoder_flags(args.decoder)
     args.pair = '%s-%s' % (args.src_lang, args.trg_lang)
     if args.model_dir is None:
         args.model_dir = os.path.join('runs', args.pair, args.decoder)
@@ -175,7 +175,7 @@ def nmt_command(args, data, n_words):
     for key, value in settings:
         cmd += ['--' + key, str(value)]
     cmd += ['--use_dropout']
-    cmd += DECODERS[args.decoder]
+    cmd += decoder_flags(args.decoder)
     cmd += ['--bleu_valid_ref', data.valid_ref, '--bleu_valid_postprocess', BPE_UNDO]
     return cmd + list(args.extra)
 
@@ -190,7 +190,7 @@ def run(cmd):
     print('+ ' + _q(cmd), file=sys.stderr, flush=True)
     rc = subprocess.call(cmd)
     if rc != 0:
-        raise LaunchError('command failed with exit status %d: %s' % (rc, _q(cmd)))
+        raise InputError('command failed with exit status %d: %s' % (rc, _q(cmd)))
 
 
 def make_tiny_data(args, data):
@@ -209,11 +209,8 @@ def final_evaluation(args, data):
     from preprocess import Postprocessor, undo_bpe
     hyp_bpe = os.path.join(args.model_dir, 'test.hyp.bpe')
     run(translate_command(args, data, hyp_bpe))
-    with open(hyp_bpe, encoding='utf-8') as f:
-        hyps = [undo_bpe(l.rstrip('\n')) for l in f]
-    with open(data.test_ref, encoding='utf-8') as f:
-        refs = [l.rstrip('\n') for l in f]
-    tok = bleu.corpus_bleu_tokenized(hyps, refs)
+    hyps = [undo_bpe(line) for line in read_lines(hyp_bpe, allow_empty=True)]
+    tok = bleu.corpus_bleu_tokenized(hyps, read_lines(data.test_ref))
     _write_lines(os.path.join(args.model_dir, 'test.hyp.tok'), hyps)
     zh_split = 'whitespace'
     try:
@@ -231,9 +228,7 @@ def final_evaluation(args, data):
               'beam': TEST_BEAM}
     raw_ref = data.raw_test_ref(args.trg_lang)
     if raw_ref:
-        with open(raw_ref, encoding='utf-8') as f:
-            raw_refs = [l.rstrip('\n') for l in f]
-        result['detok_bleu'] = bleu.detok_bleu(detok, raw_refs, args.trg_lang)
+        result['detok_bleu'] = bleu.detok_bleu(detok, read_lines(raw_ref), args.trg_lang)
         result['detok_ref'] = raw_ref
     with open(os.path.join(args.model_dir, 'bleu.json'), 'w', encoding='utf-8') as f:
         json.dump(result, f, indent=2)
@@ -259,7 +254,7 @@ def main(argv=None):
             make_tiny_data(args, data)
         missing = data.missing()
         if missing:
-            raise LaunchError('%s: no such file (prepare DATA_DIR with preprocess.py '
+            raise InputError('%s: no such file (prepare DATA_DIR with preprocess.py '
                               'prepare first)' % missing[0])
         n_words = data.dictionary_sizes() if args.tiny else [args.vocab, args.vocab]
         os.makedirs(args.model_dir, exist_ok=True)
@@ -268,7 +263,7 @@ def main(argv=None):
             f.write(_q(cmd) + '\n')
         run(cmd)
         final_evaluation(args, data)
-    except LaunchError as e:
+    except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
     return 0

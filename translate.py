@@ -14,69 +14,23 @@ import theano_env  # noqa: F401  (must come before theano)
 import argparse
 import json
 import multiprocessing
-import os
 import sys
-import time
 
 import numpy
 
-from model_io import InputError, atomic_write, invert_dictionary, load_dictionary
-
-
-def read_lines(path):
-    """Lines of a UTF-8 file ('-' = stdin); errors name the file and line."""
-    name = '<stdin>' if path == '-' else path
-    try:
-        raw = (sys.stdin.buffer.read() if path == '-'
-               else open(path, 'rb').read())
-    except OSError as e:
-        raise InputError('%s: cannot read (%s)' % (name, e.strerror))
-    lines = raw.split(b'\n')
-    if lines and lines[-1] == b'':
-        lines.pop()
-    out = []
-    for i, line in enumerate(lines):
-        try:
-            out.append(line.decode('utf-8'))
-        except UnicodeDecodeError as e:
-            raise InputError('%s: line %d is not valid UTF-8 text (byte %d)'
-                             % (name, i + 1, e.start + 1))
-    if not out:
-        raise InputError('%s: empty input, nothing to translate' % name)
-    return out
-
-
-def words_to_ids(words, word_dict, n_words):
-    """Unknown words and ids >= n_words become UNK (1); eos (0) is appended."""
-    ids = [word_dict.get(w, 1) for w in words]
-    return [i if i < n_words else 1 for i in ids] + [0]
-
-
-def read_source_ids(path, word_dict, n_words_src):
-    return [words_to_ids(line.split(), word_dict, n_words_src)
-            for line in read_lines(path)]
-
-
-def ids_to_words(ids, idict):
-    """Words up to (not including) eos."""
-    words = []
-    for w in ids:
-        if w == 0:
-            break
-        words.append(idict[w])
-    return ' '.join(words)
+import model_io
+import vocab
+from beam_search import translate_best
+from progress import ProgressLine
+from text_io import InputError, read_lines
 
 
 def load_translation_model(model, dict_src, dict_trg):
     """Options, parameters and dictionaries, checked against each other."""
     import nmt
-    from model_io import load_options, load_params
-    if not os.path.exists(model):
-        raise InputError('%s: no such model file' % model)
-    options = nmt.fill_options(load_options(model))
-    word_dict = load_dictionary(dict_src)
-    word_dict_trg = load_dictionary(dict_trg)
-    idict_trg = invert_dictionary(word_dict_trg)
+    options, params = nmt.load_model(model)
+    word_dict = model_io.load_dictionary(dict_src)
+    idict_trg = vocab.invert_dictionary(model_io.load_dictionary(dict_trg))
     missing = [i for i in range(options['n_words']) if i not in idict_trg]
     if missing:
         print('warning: %s has no word for %d of the ids below the model\'s n_words=%d '
@@ -84,7 +38,6 @@ def load_translation_model(model, dict_src, dict_trg):
               % (dict_trg, len(missing), options['n_words'], missing[0]), file=sys.stderr)
         for i in missing:
             idict_trg[i] = 'UNK'
-    params = load_params(model, nmt.init_params(options))
     return options, params, word_dict, idict_trg
 
 
@@ -95,19 +48,17 @@ class Translator:
         import nmt
         from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
         import theano
-        self.options, self.k, self.normalize, self.maxlen = options, k, normalize, maxlen
-        self.tparams = nmt.init_tparams(params)
+        self.k, self.normalize, self.maxlen = k, normalize, maxlen
+        tparams = nmt.init_tparams(params)
         self.f_init, self.f_next = nmt.build_sampler(
-            self.tparams, options, RandomStreams(1234), theano.shared(numpy.float32(0.)))
+            tparams, options, RandomStreams(1234), theano.shared(numpy.float32(0.)))
 
     def translate(self, ids):
-        import nmt
-        x = numpy.array(ids, dtype='int64').reshape([len(ids), 1])
-        samples, scores, align, prev_align = nmt.gen_sample(
-            self.tparams, self.f_init, self.f_next, x, self.options, k=self.k,
-            maxlen=self.maxlen, stochastic=False, return_alignment=True)
-        best = nmt.best_hypothesis(samples, scores, self.normalize)
-        return samples[best], float(scores[best]), align[best], prev_align[best]
+        """(word ids, score, source attention rows, previous-word rows)."""
+        hyp = translate_best(self.f_init, self.f_next, ids, self.k, self.normalize,
+                             self.maxlen)
+        return (hyp.words, float(hyp.score), [a.tolist() for a in hyp.align],
+                [p.tolist() for p in hyp.prev_align])
 
 
 def _worker(queue, results, options, params, k, normalize, maxlen):
@@ -117,9 +68,7 @@ def _worker(queue, results, options, params, k, normalize, maxlen):
         if job is None:
             return
         idx, ids = job
-        sample, score, align, prev = translator.translate(ids)
-        results.put((idx, sample, score,
-                     [a.tolist() for a in align], [p.tolist() for p in prev]))
+        results.put((idx,) + translator.translate(ids))
 
 
 def translate_all(options, params, sources, k, normalize, n_process, maxlen=200):
@@ -127,8 +76,7 @@ def translate_all(options, params, sources, k, normalize, n_process, maxlen=200)
     if n_process <= 1:
         translator = Translator(options, params, k, normalize, maxlen)
         for idx, ids in enumerate(sources):
-            sample, score, align, prev = translator.translate(ids)
-            yield idx, sample, score, [a.tolist() for a in align], [p.tolist() for p in prev]
+            yield (idx,) + translator.translate(ids)
         return
     ctx = multiprocessing.get_context('fork')
     queue, results = ctx.Queue(), ctx.Queue()
@@ -186,17 +134,17 @@ def main(argv=None):
     try:
         options, params, word_dict, idict_trg = load_translation_model(
             args.model, args.dictionary, args.dictionary_target)
-        source_lines = read_lines(args.source)
-        sources = [words_to_ids(line.split(), word_dict, options['n_words_src'])
-                   for line in source_lines]
+        source_lines = read_lines(args.source, what='sentences to translate')
     except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
-    start = time.time()
+    sources = [vocab.sentence_ids(line, word_dict, options['n_words_src'])
+               for line in source_lines]
+    progress = ProgressLine(len(sources), 'translated', 'sentences')
     out_lines, align_lines = [], []
     for idx, sample, score, align, prev in translate_all(
             options, params, sources, args.k, args.n, args.p, args.maxlen):
-        out_lines.append(ids_to_words(sample, idict_trg))
+        out_lines.append(' '.join(vocab.ids_to_words(sample, idict_trg)))
         if args.alignments:
             align_lines.append(json.dumps({
                 'id': idx, 'score': score,
@@ -204,22 +152,18 @@ def main(argv=None):
                 'target': [idict_trg[w] for w in sample],
                 'source_attention': align, 'previous_attention': prev},
                 ensure_ascii=False))
-        done = idx + 1
-        if done % 10 == 0 or done == len(sources):
-            rate = done / max(time.time() - start, 1e-9)
-            print('\rtranslated %d/%d sentences, %.2f sent/s, ETA %ds'
-                  % (done, len(sources), rate, (len(sources) - done) / rate),
-                  end='', file=sys.stderr)
-    print(file=sys.stderr)
+        progress.update(idx + 1)
+    progress.finish()
     text = ''.join(line + '\n' for line in out_lines)
     if args.saveto == '-':
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        atomic_write(args.saveto, lambda f: f.write(text), 'w')
+        model_io.atomic_write(args.saveto, lambda f: f.write(text), 'w')
     if args.alignments:
-        atomic_write(args.alignments,
-                     lambda f: f.write(''.join(a + '\n' for a in align_lines)), 'w')
+        model_io.atomic_write(args.alignments,
+                              lambda f: f.write(''.join(a + '\n' for a in align_lines)),
+                              'w')
     return 0
 
 

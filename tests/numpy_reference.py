@@ -42,31 +42,15 @@ def as_dtype(params, dtype):
 
 
 def decoder_variant(options):
-    """(kind, residual, scoring) of the decoder named in ``options``.
-
-    kind is one of 'baseline', 'residual', 'memory', 'selfattn'.
-    """
-    dec = options['decoder']
-    scoring = options.get('att_scoring', 'content')
-    if dec == 'gru_cond':
-        return 'baseline', None, None
-    if dec == 'gru_cond_att':          # the authors' name: attentive + content
-        return 'residual', 'attentive', 'content'
-    if dec == 'gru_cond_residual':
-        residual = options.get('residual', 'mean')
-        if residual == 'mean':
-            return 'residual', 'mean', None
-        if residual == 'attentive':
-            assert scoring in ('content', 'content_scope', 'sum', 'product', 'dot'), scoring
-            return 'residual', 'attentive', scoring
-        raise ValueError('unknown residual %r' % residual)
-    if dec == 'gru_cond_memory':
-        assert scoring in ('content', 'content_scope'), scoring
-        return 'memory', None, scoring
-    if dec == 'gru_cond_selfattn':
-        assert scoring in ('content', 'content_scope'), scoring
-        return 'selfattn', None, scoring
-    raise ValueError('unknown decoder %r' % dec)
+    """(variant, scoring) of the decoder named in ``options``: the registry's
+    short name ('baseline', 'mean', 'attentive', 'memory', 'selfattn'; the
+    authors' 'gru_cond_att' is 'attentive') and the att_scoring it uses (None
+    for the baseline and the mean residual).  Only the naming comes from the
+    project; every equation below is written out independently."""
+    import layers
+    variant, scoring = layers.variant_of(dict(dict(residual='attentive',
+                                                   att_scoring='content'), **options))
+    return variant.name, scoring
 
 
 # ---------------------------------------------------------------------------
@@ -113,8 +97,8 @@ def param_shapes(options):
     s['ff_logit_W'] = (e, vt)
     s['ff_logit_b'] = (vt,)
 
-    kind, residual, scoring = decoder_variant(options)
-    if kind == 'residual' and residual == 'attentive':
+    kind, scoring = decoder_variant(options)
+    if kind == 'attentive':
         if scoring != 'dot':
             s['cond_att_W_prev'] = (e, e)
             s['cond_att_b_prev'] = (e,)
@@ -303,7 +287,7 @@ def forward(params, options, x, x_mask, y, y_mask):
     dtype = p['Wemb'].dtype
     x_mask = np.asarray(x_mask, dtype=dtype)
     y_mask = np.asarray(y_mask, dtype=dtype)
-    kind, residual, scoring = decoder_variant(options)
+    kind, scoring = decoder_variant(options)
 
     ctx = encoder(p, x, x_mask)
     s_init = init_state(p, ctx, x_mask)
@@ -317,7 +301,7 @@ def forward(params, options, x, x_mask, y, y_mask):
     C = np.zeros((T_trg, n, ctx.shape[2]), dtype=dtype)
     dec_alphas = np.zeros((T_trg, n, T_src), dtype=dtype)
     prev_alphas = None
-    if kind in ('memory', 'selfattn') or (kind == 'residual' and residual == 'attentive'):
+    if kind in ('memory', 'selfattn', 'attentive'):
         prev_alphas = np.zeros((T_trg, n, T_trg), dtype=dtype)
 
     # --- the recurrence -------------------------------------------------
@@ -350,11 +334,11 @@ def forward(params, options, x, x_mask, y, y_mask):
     for t in range(T_trg):
         prev = E[t]
         extra = None
-        if kind == 'residual':
+        if kind in ('mean', 'attentive'):
             prev = np.zeros_like(E[t])
             for i in range(n):
                 js = _window(y_mask, t, i)
-                if residual == 'mean':
+                if kind == 'mean':
                     js1 = [j for j in js if j >= 1]
                     if js1:
                         prev[i] = sum(E[j, i] for j in js1) / len(js1)
@@ -478,7 +462,7 @@ def adadelta_step(params, grads, Eg2, Edx2, rho=0.95, eps=1e-6):
 # ---------------------------------------------------------------------------
 def make_sampler(params, options):
     """NumPy f_init / f_next for the BASELINE decoder (dl4mt signatures)."""
-    kind, _, _ = decoder_variant(options)
+    kind, _ = decoder_variant(options)
     assert kind == 'baseline'
 
     def f_init(x):
@@ -559,3 +543,89 @@ def best_hypothesis(samples, scores, normalise=False):
     if normalise:
         scores = normalise_scores(samples, scores)
     return samples[int(np.argmin(scores))]
+
+
+# ---------------------------------------------------------------------------
+# the language model of lm.py (AAAI 2018 eq. 15-18): a GRU or an LSTM over
+# the shifted embeddings, the readout of the decoder without the context
+# ---------------------------------------------------------------------------
+def lstm_step(W, U, b, x, h_prev, c_prev, m):
+    """One LSTM step, gates input, forget, output, candidate (no peepholes)."""
+    d = h_prev.shape[1]
+    a = x @ W + b + h_prev @ U
+    i = sigmoid(a[:, :d])
+    f = sigmoid(a[:, d:2 * d])
+    o = sigmoid(a[:, 2 * d:3 * d])
+    g = np.tanh(a[:, 3 * d:])
+    c = f * c_prev + i * g
+    h = o * np.tanh(c)
+    m = m[:, None]
+    return m * h + (1. - m) * h_prev, m * c + (1. - m) * c_prev
+
+
+def lm_states(params, options, E, y_mask):
+    """Recurrent states S (T x n x d) over the shifted embeddings, from zero."""
+    T, n, _ = E.shape
+    d = options['dim']
+    h = np.zeros((n, d), dtype=E.dtype)
+    c = np.zeros((n, d), dtype=E.dtype)
+    S = np.zeros((T, n, d), dtype=E.dtype)
+    for t in range(T):
+        if options['encoder'] == 'lstm':
+            h, c = lstm_step(params['lm_W'], params['lm_U'], params['lm_b'],
+                             E[t], h, c, y_mask[t])
+        else:
+            x_ = E[t] @ params['lm_W'] + params['lm_b']
+            xx_ = E[t] @ params['lm_Wx'] + params['lm_bx']
+            h = gru_step(params['lm_U'], params['lm_Ux'], x_, xx_, h, y_mask[t])
+        S[t] = h
+    return S
+
+
+def lm_summary(params, options, E, S, y_mask, t, i):
+    """prev_t of sentence i: y_{t-1}, or the mean / attentive residual d_t.
+    Returns (vector, attention weights over rows 0..t or None)."""
+    residual = options['residual']
+    if residual == 'none':
+        return E[t, i], None
+    js = _window(y_mask, t, i)
+    if residual == 'mean':
+        js1 = [j for j in js if j >= 1]
+        if not js1:
+            return np.zeros_like(E[t, i]), None
+        return sum(E[j, i] for j in js1) / len(js1), None
+    Es = np.stack([E[j, i] for j in js])
+    pre = Es @ params['res_att_W_prev'] + params['res_att_b_prev']
+    if options['att_scoring'] == 'content_scope':
+        pre = pre + S[t, i] @ params['res_att_W_scope']
+    w = window_softmax(np.tanh(pre) @ params['res_att_V_prev'][:, 0])
+    weights = np.zeros(E.shape[0], dtype=E.dtype)
+    weights[js] = w
+    return (w[:, None] * Es).sum(0), weights
+
+
+def lm_forward(params, options, y, y_mask):
+    """Per-sentence -log p (eos included), probs (T x n x V) and the
+    residual attention weights (T x n x T, or None)."""
+    p = params
+    dtype = p['Wemb_dec'].dtype
+    y_mask = np.asarray(y_mask, dtype=dtype)
+    E = shifted_embeddings(p, y)
+    S = lm_states(p, options, E, y_mask)
+    T, n = y.shape
+    W_out = p['Wemb_dec'].T if options.get('tie_embeddings') else p['ff_logit_W']
+    probs = np.zeros((T, n, W_out.shape[1]), dtype=dtype)
+    alphas = np.zeros((T, n, T), dtype=dtype) if options['residual'] == 'attentive' else None
+    costs = np.zeros((n,), dtype=dtype)
+    for t in range(T):
+        for i in range(n):
+            prev, w = lm_summary(p, options, E, S, y_mask, t, i)
+            if w is not None:
+                alphas[t, i] = w
+            hidden = np.tanh(S[t, i] @ p['ff_logit_lstm_W'] + p['ff_logit_lstm_b']
+                             + prev @ p['ff_logit_prev_W'] + p['ff_logit_prev_b'])
+            if options.get('use_dropout'):
+                hidden = hidden * 0.5
+            probs[t, i] = softmax_rows(hidden @ W_out + p['ff_logit_b'])
+            costs[i] += -np.log(probs[t, i, y[t, i]]) * y_mask[t, i]
+    return costs, probs, alphas

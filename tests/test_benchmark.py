@@ -49,24 +49,3 @@ def test_benchmark_tiny_train_and_translate():
     assert t['mode'] == 'translate' and t['sentences'] == 2
     for key in ('sentences_per_sec', 'tokens_per_sec', 'compile_sec', 'peak_rss_mb'):
         assert t[key] > 0, key
-
-
-def test_decoder_names():
-    sys.path.insert(0, ROOT)
-    import benchmark
-    assert benchmark.decoder_options('baseline') == {'decoder': 'gru_cond'}
-    assert benchmark.decoder_options('mean') == {'decoder': 'gru_cond_residual',
-                                                 'residual': 'mean'}
-    assert benchmark.decoder_options('attentive') == {
-        'decoder': 'gru_cond_residual', 'residual': 'attentive', 'att_scoring': 'content'}
-    assert benchmark.decoder_options('attentive-dot')['att_scoring'] == 'dot'
-    assert benchmark.decoder_options('memory') == {'decoder': 'gru_cond_memory',
-                                                   'att_scoring': 'content'}
-    assert benchmark.decoder_options('selfattn') == {'decoder': 'gru_cond_selfattn',
-                                                     'att_scoring': 'content'}
-    for bad in ('attentive-foo', 'memory-sum', 'lstm'):
-        try:
-            benchmark.decoder_options(bad)
-        except ValueError:
-            continue
-        raise AssertionError('%s accepted' % bad)

@@ -77,6 +77,24 @@ def test_resume_continues_exactly(workdir):
             numpy.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
+def test_resume_with_shuffling_across_an_epoch_end(workdir):
+    """Shuffled data, 9 batches an epoch: 11 updates, --reload to 13 == 13
+    updates without a stop (the data position is restored, not replayed)."""
+    flags = [f for f in TRAIN_FLAGS if f != '--no_shuffle'] + ['--saveFreq', '5']
+    run([os.path.join(ROOT, 'nmt.py'), '--model', 'shuf_full.npz', '--finish_after', '13']
+        + flags, cwd=workdir)
+    run([os.path.join(ROOT, 'nmt.py'), '--model', 'shuf_part.npz', '--finish_after', '11']
+        + flags, cwd=workdir)
+    proc = run([os.path.join(ROOT, 'nmt.py'), '--model', 'shuf_part.npz', '--finish_after',
+                '13', '--reload'] + flags, cwd=workdir)
+    assert 'Resuming at update 11' in proc.stdout
+    with numpy.load(workdir / 'shuf_full.npz') as a, \
+            numpy.load(workdir / 'shuf_part.npz') as b:
+        assert int(b['uidx']) == 13
+        for k in a.files:
+            numpy.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
 def test_translate_processes_agree_and_score_matches(workdir):
     run([os.path.join(ROOT, 'translate.py'), '-k', '3', '-n', '-p', '1', 'full.npz',
          'train.src.pkl', 'train.trg.pkl', 'valid.src', 'out1.txt',
@@ -97,14 +115,15 @@ def test_translate_processes_agree_and_score_matches(workdir):
     for r, src, out in zip(records, SRC[:3], out1):
         att = numpy.array(r['source_attention'])
         n_out = len(out.split())
-        # + 1 for eos, unless the hypothesis was cut at maxlen (200) unfinished
-        assert att.shape in ((n_out + 1, len(src.split()) + 1),
-                             (200, len(src.split()) + 1))
+        # one row per output token: + 1 for eos, or maxlen (200) rows when the
+        # hypothesis was cut there unfinished
+        finished = r['target'][-1:] == ['<eos>']
+        assert att.shape == (n_out + 1 if finished else 200, len(src.split()) + 1)
         numpy.testing.assert_allclose(att.sum(1), 1, rtol=1e-5)
         assert r['source'] == src.split() + ['<eos>']
         assert r['target'][:n_out] == out.split() and len(r['target']) == len(att)
-    run([os.path.join(ROOT, 'plot_attention.py'), 'al.jsonl', 'valid.src', 'out1.txt',
-         '-i', '1', '-o', 'att.png'], cwd=workdir)
+    run([os.path.join(ROOT, 'analyze.py'), 'matrix', 'al.jsonl', '--source', 'valid.src',
+         '-i', '1', '--png', 'att.png'], cwd=workdir)
     assert (workdir / 'att.png').read_bytes()[:4] == b'\x89PNG'
 
     run([os.path.join(ROOT, 'score.py'), '-m', 'full.npz', '-s', 'valid.src', '-t',
@@ -114,6 +133,21 @@ def test_translate_processes_agree_and_score_matches(workdir):
     # the mean of these is the final validation cost that training printed
     with numpy.load(workdir / 'full.npz') as f:
         assert numpy.isclose(numpy.mean(costs), min(f['history_errs']), rtol=1e-5)
+
+
+def test_analyze_translates_a_model_and_refuses_the_baseline(workdir):
+    """analyze.py given a model runs translate.py itself; the baseline decoder has
+    source attention (matrix) but no attention over previous words (positions)."""
+    model_args = ['full.npz', '--source', 'valid.src', '--dictionaries', 'train.src.pkl',
+                  'train.trg.pkl', '-k', '2']
+    run([os.path.join(ROOT, 'analyze.py'), 'matrix', '-i', '2', '--png', 'm.png']
+        + model_args, cwd=workdir)
+    assert (workdir / 'm.png').read_bytes()[:4] == b'\x89PNG'
+    proc = run([os.path.join(ROOT, 'analyze.py'), 'positions', '--json', 'p.json']
+               + model_args, cwd=workdir, check=False)
+    assert proc.returncode == 1 and not (workdir / 'p.json').exists()
+    last = proc.stderr.strip().split('\n')[-1]
+    assert last.startswith('error: ') and 'no target-side attention' in last
 
 
 def test_translate_stdin_stdout(workdir):

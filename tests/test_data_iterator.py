@@ -10,7 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from data_iterator import TextIterator, prepare_data  # noqa: E402
-from model_io import InputError  # noqa: E402
+from text_io import InputError  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -286,3 +286,35 @@ def test_corrupt_gzip(tmp_path):
     with pytest.raises(InputError) as e:
         TextIterator(str(bad), trg, sd, td)
     one_line_error(e, str(bad), 'cannot read')
+
+
+@pytest.mark.parametrize('shuffle', [False, True])
+@pytest.mark.parametrize('stop_after', [0, 1, 3, 5, 9])
+def test_position_and_restore_continue_exactly(tmp_path, shuffle, stop_after):
+    """An iterator restored from position() yields what the original yields
+    next, into the following epoch, without replaying the batches."""
+    n = 23
+    lengths = [(i * 7) % 5 + 1 for i in range(n)]
+    src, trg, sd, td = numbered_corpus(tmp_path, lengths)
+
+    def make():
+        return TextIterator(src, trg, sd, td, batch_size=2, sort_k_batches=3,
+                            shuffle_each_epoch=shuffle, seed=3)
+    original = make()
+    for _ in range(stop_after):
+        next(original)
+    position = original.position()
+    rest = list(original) + list(original)        # the epoch's rest, the next epoch
+
+    restored = make()
+    restored.restore(position)
+    assert list(restored) + list(restored) == rest
+    assert len(rest) > 0
+
+
+def test_position_is_plain_numbers_and_arrays(tmp_path):
+    src, trg, sd, td = numbered_corpus(tmp_path, [1, 2, 3])
+    it = TextIterator(src, trg, sd, td, batch_size=1, shuffle_each_epoch=True)
+    next(it)
+    for key, value in it.position().items():
+        assert numpy.asarray(value).dtype.kind in 'iuf', key

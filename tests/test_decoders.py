@@ -10,6 +10,8 @@ test_training_math.py.
 import numpy as np
 import pytest
 
+import beam_search
+
 from conftest import CONFIGS, make_batch
 
 DECODING_CONFIGS = [name for name in CONFIGS if name != 'baseline_dropout']
@@ -19,15 +21,15 @@ DECODING_CONFIGS = [name for name in CONFIGS if name != 'baseline_dropout']
 def test_training_cost_equals_sampler_cost(get_model, name):
     model = get_model(name)
     model.reset()
-    nmt = model.nmt
     x, x_mask, y, y_mask = make_batch(7)
     out = model.forward(x, x_mask, y, y_mask)
     f_init, f_next = model.sampler()
+    assert ('prev_alpha' in f_next.outputs) == (out['prev_alphas'] is not None)
     for n in range(x.shape[1]):
         lx, ly = int(x_mask[:, n].sum()), int(y_mask[:, n].sum())
         xs = x[:lx, n][:, None]
-        costs, prev = force_decode_with_attention(nmt, f_init, f_next, xs, y[:ly, n],
-                                                  model.options)
+        costs, prev = beam_search.force_decode(f_init, f_next, xs, y[:ly, n],
+                                               return_attention=True)
         np.testing.assert_allclose(costs.sum(), out['cost'][n], rtol=1e-5,
                                    err_msg='%s sentence %d' % (name, n))
         if out['prev_alphas'] is not None:
@@ -38,34 +40,19 @@ def test_training_cost_equals_sampler_cost(get_model, name):
                 assert np.all(out['prev_alphas'][t, n, t + 1:] == 0)
 
 
-def force_decode_with_attention(nmt, f_init, f_next, x, y, options):
-    """-log p of each reference token, and the attention over the history."""
-    costs = nmt.force_decode(f_init, f_next, x, y, options)
-    state, ctx = f_init(x)[:2]
-    history = nmt._empty_history(options, 1) if nmt.history_dims(options) else None
-    prev, attention = np.array([-1], dtype='int64'), []
-    for word in y:
-        ret = f_next(*([prev, ctx, state] + (history or [])))
-        state = ret[2]
-        if history is not None:
-            history = [ret[4], ret[5]]
-            attention.append(ret[6][0])
-        prev = np.array([word], dtype='int64')
-    return costs, attention
-
-
-@pytest.mark.parametrize('name', ['residual_att_content', 'memory_content'])
+@pytest.mark.parametrize('name', ['attentive', 'memory'])
 def test_beam_search_carries_history_per_hypothesis(get_model, name):
     """With k > 1 the history is reordered with the hypotheses: every returned
     hypothesis' score equals the forced-decoding cost of its own words."""
     model = get_model(name)
     model.reset()
-    nmt = model.nmt
     f_init, f_next = model.sampler()
     x = np.array([[3], [5], [2], [0]], dtype='int64')
-    samples, scores = nmt.gen_sample(model.tparams, f_init, f_next, x, model.options,
-                                     k=4, maxlen=6, stochastic=False)
-    assert len(samples) == 4
-    for s, score in zip(samples, scores):
-        forced = nmt.force_decode(f_init, f_next, x, np.array(s), model.options)
-        np.testing.assert_allclose(forced.sum(), score, rtol=1e-5)
+    hyps = beam_search.beam_search(f_init, f_next, x, k=4, maxlen=6)
+    assert len(hyps) == 4
+    for h in hyps:
+        forced = beam_search.force_decode(f_init, f_next, x, np.array(h.words))
+        np.testing.assert_allclose(forced.sum(), h.score, rtol=1e-5)
+        assert len(h.align) == len(h.words) == len(h.prev_align)
+        # row t of the attention over previous items covers t + 1 items
+        assert [len(p) for p in h.prev_align] == list(range(1, len(h.words) + 1))

@@ -17,7 +17,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import model_io  # noqa: E402
-from model_io import InputError  # noqa: E402
+from text_io import InputError  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -183,13 +183,6 @@ def test_save_dictionary_json_in_id_order(tmp_path):
     assert model_io.load_dictionary(js) == d
 
 
-def test_invert_dictionary():
-    inv = model_io.invert_dictionary({'eos': 0, 'UNK': 1, 'a': 2, 'b': 3})
-    assert inv == {0: '<eos>', 1: 'UNK', 2: 'a', 3: 'b'}
-    # A corpus word that took id 0's name does not hide '<eos>'.
-    assert model_io.invert_dictionary({'eos': 5, 'UNK': 1})[0] == '<eos>'
-
-
 @pytest.mark.parametrize('name,content,fragment', [
     ('missing.pkl', None, 'no such file'),
     ('empty.pkl', b'', 'empty'),
@@ -281,6 +274,23 @@ def test_atomic_write_text_and_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert os.stat(str(target)).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_atomic_write_to_a_pipe_writes_into_it(tmp_path):
+    """A path that is not a regular file (a pipe here, /dev/null in use) stays what
+    it is: renaming a temporary file onto it would replace it."""
+    import stat
+    import threading
+    fifo = str(tmp_path / 'pipe')
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, 'rb').read()),
+                              daemon=True)
+    reader.start()
+    model_io.atomic_write(fifo, lambda f: f.write('caf\u00e9\n'), 'w')
+    reader.join(timeout=10)
+    assert got == [b'caf\xc3\xa9\n']
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(str(tmp_path)) == ['pipe']
 
 
 def test_atomic_savez_keeps_name(tmp_path):

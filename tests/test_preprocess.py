@@ -268,7 +268,7 @@ def test_failure_midway_leaves_no_final_outputs(tmp_path, monkeypatch):
     out = tmp_path / 'out'
 
     def boom(path, vocab):
-        raise preprocess.PreprocessError('%s: simulated failure' % path)
+        raise preprocess.InputError('%s: simulated failure' % path)
     monkeypatch.setattr(preprocess, 'vocabulary_dictionary', boom)
     assert prepare(raw, out, 'es', 'en', '--bpe-merges', '10') == 1
     assert os.listdir(out) == []

@@ -151,3 +151,28 @@ def test_line_count_mismatch_and_missing_file(corpus, tmp_path):
         assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
     r = run_cli("agreement", "--src", src, "--hyp", src, "--bogus")
     assert r.returncode == 2 and "unrecognized" in r.stderr
+
+
+def test_parse_references_and_refuse_ungrammatical(corpus, tmp_path):
+    """Every reference parses and its leaves are the sentence; the tree of a
+    one-clause sentence with a relative clause has the expected spans."""
+    sys.path.insert(0, ROOT)
+    import attention_trees
+    import parseval
+    refs = read(os.path.join(corpus, "test.trg"))
+    for line in refs:
+        leaves, _ = parseval.read_ptb(tc.parse_target(line), "ref")
+        assert leaves == line.split()
+    line = "la veli burek ki la miso viden vchera la yablu yeda ."
+    _, tree = parseval.read_ptb(tc.parse_target(line), "ref")
+    # NP la veli burek (0,3); relative clause: (la miso) (4,6), S (4,7), SBAR (3,7),
+    # subject NP (0,7); object NP (8,10); VP (7,11); S = sentence (0,12)
+    assert attention_trees.constituents(tree) == {
+        (0, 3), (4, 6), (4, 7), (3, 7), (0, 7), (8, 10), (7, 11), (0, 12)}
+    for bad in ("la burek yeda .", "la burek la miso yeda", "la burek la miso yeda . ."):
+        assert tc.parse_target(bad) is None
+    hyp = tmp_path / "hyp.trg"
+    hyp.write_text(refs[0] + "\nla burek .\n")
+    r = run_cli("parse", "--trg", str(hyp))
+    assert r.returncode == 0 and r.stdout.split("\n")[1:] == ["", ""]
+    assert "parsed 1 of 2 sentences" in r.stderr

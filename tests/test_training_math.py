@@ -10,11 +10,11 @@ BATCH = dict(seed=5, src_lens=(5, 2, 3), trg_lens=(3, 6, 1))
 
 # one configuration per decoder family (each gradient compilation costs ~15 s);
 # NMT_TESTS_FULL=1 adds the remaining ones
-GRAD_CONFIGS = ['baseline', 'residual_mean', 'residual_att_scope', 'memory_scope',
-                'selfattn_scope']
+GRAD_CONFIGS = ['baseline', 'mean', 'attentive-content_scope', 'memory-content_scope',
+                'selfattn-content_scope']
 if FULL:
-    GRAD_CONFIGS += ['residual_att_content', 'residual_att_sum', 'residual_att_product',
-                     'residual_att_dot', 'memory_content', 'selfattn_content']
+    GRAD_CONFIGS += ['attentive', 'attentive-sum', 'attentive-product',
+                     'attentive-dot', 'memory', 'selfattn']
 
 # a handful of parameters all over the model, plus the variant-specific ones
 COMMON = ['Wemb', 'encoder_U', 'encoder_r_Wx', 'encoder_r_bx', 'ff_state_W',
@@ -70,7 +70,7 @@ def test_reference_clip_by_hand():
 # ---------------------------------------------------------------------------
 # regularised cost
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['baseline', 'residual_att_sum', 'memory_scope'])
+@pytest.mark.parametrize('name', ['baseline', 'attentive-sum', 'memory-content_scope'])
 def test_regularised_cost_matches_numpy(get_model, name):
     m = get_model(name)
     assert m.options['decay_c'] > 0 and m.options['alpha_c'] > 0
@@ -151,26 +151,37 @@ def test_clip_gradients_matches_numpy(nmt_module):
 
 
 # ---------------------------------------------------------------------------
-# Adadelta: two updates through the project's f_grad_shared / f_update, on a
-# small problem with a known gradient (the model's own gradient is tested
-# above; compiling it again through the optimiser would cost minutes)
+# Adadelta on a small problem with a known gradient (the model's own gradient
+# is tested above; compiling it again through the optimiser would cost
+# minutes): the original two-function form and the fused form that nmt.train
+# uses, against the NumPy reference, after one and after three updates
 # ---------------------------------------------------------------------------
-def test_adadelta_two_updates(nmt_module):
+def _linear_problem(init):
     import theano
     import theano.tensor as tensor
     from collections import OrderedDict
-    rng = np.random.RandomState(0)
-    init = OrderedDict([('A', rng.randn(3, 4).astype('float32')),
-                        ('b', rng.randn(4).astype('float32'))])
     tparams = OrderedDict((k, theano.shared(v.copy(), name=k)) for k, v in init.items())
-    X = tensor.matrix('X')
-    Y = tensor.matrix('Y')
+    X, Y = tensor.matrix('X'), tensor.matrix('Y')
     # cost = 0.5 * sum((X A + b - Y)^2) -> dA = X^T R, db = sum_rows R
     R = tensor.dot(X, tparams['A']) + tparams['b'] - Y
     cost = 0.5 * (R ** 2).sum()
-    grads = tensor.grad(cost, wrt=list(tparams.values()))
-    lr = tensor.scalar('lr')
-    f_grad_shared, f_update = nmt_module.adadelta(lr, tparams, grads, [X, Y], cost)
+    return tparams, [X, Y], cost, tensor.grad(cost, wrt=list(tparams.values()))
+
+
+def test_adadelta_fused_and_original_match_numpy(nmt_module):
+    import theano.tensor as tensor
+    from collections import OrderedDict
+    import optimizers
+    rng = np.random.RandomState(0)
+    init = OrderedDict([('A', rng.randn(3, 4).astype('float32')),
+                        ('b', rng.randn(4).astype('float32'))])
+    runs = {}
+    for fused in (False, True):
+        tparams, inps, cost, grads = _linear_problem(init)
+        state = OrderedDict()
+        fns = optimizers.adadelta(tensor.scalar('lr'), tparams, grads, inps, cost,
+                                  state=state, fused=fused)
+        runs[fused] = (tparams, state, fns)
 
     params = OrderedDict((k, v.astype('float64')) for k, v in init.items())
     Eg2 = OrderedDict((k, np.zeros_like(v)) for k, v in params.items())
@@ -180,14 +191,30 @@ def test_adadelta_two_updates(nmt_module):
         Yv = rng.randn(5, 4).astype('float32')
         Rv = Xv.astype('float64') @ params['A'] + params['b'] - Yv
         grads_np = OrderedDict([('A', Xv.T.astype('float64') @ Rv), ('b', Rv.sum(0))])
-        c = f_grad_shared(Xv, Yv)
-        c = float(np.asarray(c).ravel()[0]) if np.ndim(c) else float(c)
-        assert c == pytest.approx(0.5 * (Rv ** 2).sum(), rel=1e-5)
-        f_update(np.float32(lrate))
+        for fused, (tparams, state, (f_grad_shared, f_update)) in runs.items():
+            c = f_grad_shared(Xv, Yv)
+            assert float(c) == pytest.approx(0.5 * (Rv ** 2).sum(), rel=1e-5)
+            f_update(np.float32(lrate))
         new, Eg2, Edx2 = ref.adadelta_step(params, grads_np, Eg2, Edx2)
-        for k in params:
-            got = tparams[k].get_value().astype('float64')
-            np.testing.assert_allclose(got - params[k], new[k] - params[k],
-                                       rtol=1e-3, atol=1e-8,
-                                       err_msg='step %d, %s' % (step, k))
-        params = OrderedDict((k, tparams[k].get_value().astype('float64')) for k in params)
+        if step in (0, 2):
+            _check_adadelta(runs, params, new, Eg2, Edx2, step)
+        params = OrderedDict((k, runs[False][0][k].get_value().astype('float64'))
+                             for k in params)
+
+
+def _check_adadelta(runs, old, new, Eg2, Edx2, step):
+    """Both forms equal each other to float32 rounding and the reference."""
+    (t_orig, s_orig, _), (t_fused, s_fused, _) = runs[False], runs[True]
+    for k in old:
+        got = t_orig[k].get_value().astype('float64')
+        np.testing.assert_allclose(got - old[k], new[k] - old[k], rtol=1e-3, atol=1e-8,
+                                   err_msg='update %d, %s' % (step + 1, k))
+        np.testing.assert_allclose(t_fused[k].get_value(), t_orig[k].get_value(),
+                                   rtol=1e-6, atol=1e-7,
+                                   err_msg='fused, update %d, %s' % (step + 1, k))
+        for suffix, exp in (('rgrad2', Eg2), ('rup2', Edx2)):
+            name = '%s_%s' % (k, suffix)
+            np.testing.assert_allclose(s_orig[name].get_value(), exp[k], rtol=1e-3,
+                                       atol=1e-12, err_msg=name)
+            np.testing.assert_allclose(s_fused[name].get_value(), s_orig[name].get_value(),
+                                       rtol=1e-6, atol=1e-12, err_msg='fused ' + name)

@@ -1,0 +1,210 @@
+"""Find the CUDA libraries that libgpuarray loads, and link them where it looks.
+
+    python gpu_libs.py link [--dest DIR] [--search DIR ...]
+    python gpu_libs.py pins          # pip pins of NVRTC and cuBLAS for this driver
+
+libgpuarray 0.7.6 (Debian's, under pygpu) dlopens the bare names
+``libcuda.so``, ``libnvrtc.so`` and ``libcublas.so``; CUDA 12/13 installs
+only have versioned names (``libcuda.so.1``, ``libnvrtc.so.13``, ...).  `link`
+makes links with the bare names (and the libraries those load by soname:
+``libnvrtc-builtins``, ``libcublasLt``) in DIR (default: the environment's
+``lib`` folder, ``sys.prefix/lib``, which theano_env puts on LD_LIBRARY_PATH).
+
+NVRTC compiles Theano's kernels to PTX that the driver JIT-compiles: an NVRTC
+newer than the driver's CUDA version writes PTX the driver rejects, so we
+take the newest NVRTC that is not newer than the driver.  Searched: the
+folders given with --search (recursively, e.g. a venv holding pip's
+``nvidia-*`` wheels), $CUDA_HOME, /usr/local/cuda*, the loader's cache
+(``ldconfig -p``) and the ``nvidia`` wheels on this Python's path.
+Only the standard library is used (no Theano, no pygpu).
+"""
+import argparse
+import ctypes
+import glob
+import os
+import re
+import subprocess
+import sys
+
+DRIVER_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/local/nvidia/lib64',
+               '/usr/local/nvidia/lib', '/usr/lib/wsl/lib', '/usr/lib']
+TOOLKIT_DIRS = ['/usr/local/cuda/lib64', '/usr/local/cuda/targets/x86_64-linux/lib',
+                '/usr/lib/x86_64-linux-gnu']
+# pip pins per driver CUDA version (major, minor); others: same major.minor, any patch
+PINNED_WHEELS = {(13, 0): ['nvidia-cuda-nvrtc==13.0.88', 'nvidia-cublas==13.0.2.14']}
+
+
+class NotFound(Exception):
+    pass
+
+
+def _ldconfig_paths(name):
+    try:
+        out = subprocess.run(['ldconfig', '-p'], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, universal_newlines=True).stdout
+    except OSError:
+        return []
+    return [line.rsplit('=>', 1)[1].strip() for line in out.splitlines()
+            if line.strip().startswith(name + ' ') and '=>' in line]
+
+
+def find_driver():
+    """(path of libcuda.so.1, (major, minor) CUDA version of the driver)."""
+    paths = _ldconfig_paths('libcuda.so.1') + [
+        os.path.join(d, 'libcuda.so.1') for d in DRIVER_DIRS]
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        lib = ctypes.CDLL(path)
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+            return os.path.realpath(path), (version.value // 1000, version.value % 1000 // 10)
+    raise NotFound('no NVIDIA driver: libcuda.so.1 not found (searched ldconfig and %s)'
+                   % ', '.join(DRIVER_DIRS))
+
+
+def device_count():
+    """Number of CUDA devices the driver sees (0 without a driver or device)."""
+    try:
+        lib = ctypes.CDLL(find_driver()[0])
+    except (NotFound, OSError):
+        return 0
+    count = ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def _search_dirs(extra):
+    dirs = list(extra)
+    for var in ('CUDA_HOME', 'CUDA_PATH'):
+        if os.environ.get(var):
+            dirs += [os.path.join(os.environ[var], 'lib64'), os.path.join(os.environ[var], 'lib')]
+    dirs += TOOLKIT_DIRS + sorted(glob.glob('/usr/local/cuda-*/lib64'), reverse=True)
+    dirs += [os.path.join(p, 'nvidia') for p in sys.path if os.path.isdir(os.path.join(p, 'nvidia'))]
+    return dirs
+
+
+def _candidates(name, dirs):
+    """Real files named name.so.MAJOR[...] under dirs (4 levels deep) and in ldconfig."""
+    found = []
+    for d in dirs:
+        for depth in range(5):
+            found += glob.glob(os.path.join(d, *(['*'] * depth), name + '.so.[0-9]*'))
+    found += _ldconfig_paths(name + '.so')
+    real = []
+    for path in found:
+        if os.path.exists(path) and os.path.realpath(path) not in real:
+            real.append(os.path.realpath(path))
+    return real
+
+
+def nvrtc_version(path):
+    """(major, minor) that libnvrtc at path reports, or None if it does not load."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    major, minor = ctypes.c_int(0), ctypes.c_int(0)
+    if lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
+        return None
+    return major.value, minor.value
+
+
+def _soname_major(path):
+    m = re.search(r'\.so\.(\d+)', os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+def choose_nvrtc(driver_version, dirs):
+    """(path, version) of the newest NVRTC not newer than the driver's CUDA."""
+    seen = []
+    for path in _candidates('libnvrtc', dirs):
+        if 'builtins' in os.path.basename(path):
+            continue
+        version = nvrtc_version(path)
+        if version is not None:
+            seen.append((version, path))
+    usable = sorted(v for v in seen if v[0] <= driver_version)
+    if not usable:
+        raise NotFound(
+            'no NVRTC usable with the driver (CUDA %d.%d): found %s. Install the CUDA '
+            'toolkit of that version, or pip install %s' % (
+                driver_version + (', '.join('%s (%d.%d)' % (p, v[0], v[1]) for v, p in seen)
+                                  or 'none', ' '.join(pins(driver_version)))))
+    version, path = usable[-1]
+    return path, version
+
+
+def choose_cublas(nvrtc_path, nvrtc_ver, dirs):
+    """cuBLAS of NVRTC's major version, preferably from NVRTC's own folder."""
+    same_major = [p for p in _candidates('libcublas', dirs)
+                  if _soname_major(p) == nvrtc_ver[0] and 'Lt' not in os.path.basename(p)]
+    if not same_major:
+        raise NotFound('no cuBLAS %d found (pip install %s)'
+                       % (nvrtc_ver[0], pins(nvrtc_ver)[1]))
+    here = os.path.dirname(nvrtc_path)
+    same_major.sort(key=lambda p: os.path.dirname(p) != here)
+    return same_major[0]
+
+
+def pins(driver_version):
+    """pip requirements of NVRTC and cuBLAS wheels that match a driver."""
+    if driver_version in PINNED_WHEELS:
+        return PINNED_WHEELS[driver_version]
+    major, minor = driver_version
+    suffix = '-cu12' if major == 12 else ''
+    return ['nvidia-cuda-nvrtc%s==%d.%d.*' % (suffix, major, minor),
+            'nvidia-cublas%s==%d.%d.*' % (suffix, major, minor)]
+
+
+def _siblings(path, pattern):
+    return sorted(glob.glob(os.path.join(os.path.dirname(path), pattern)))
+
+
+def link_plan(driver_path, nvrtc_path, cublas_path):
+    """{link name: target}: the bare names and what those libraries load by soname."""
+    plan = {'libcuda.so': driver_path, 'libnvrtc.so': nvrtc_path, 'libcublas.so': cublas_path}
+    for extra in _siblings(nvrtc_path, 'libnvrtc-builtins.so.*') + \
+            _siblings(cublas_path, 'libcublasLt.so.%d*' % _soname_major(cublas_path)):
+        plan.setdefault(os.path.basename(extra), os.path.realpath(extra))
+    return plan
+
+
+def make_links(dest, plan):
+    os.makedirs(dest, exist_ok=True)
+    for name, target in sorted(plan.items()):
+        link = os.path.join(dest, name)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(target, link)
+        print('gpu_libs: %s -> %s' % (link, target))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('command', choices=['link', 'pins'])
+    p.add_argument('--dest', default=os.path.join(sys.prefix, 'lib'),
+                   help='folder of the links (default: %(default)s)')
+    p.add_argument('--search', action='append', default=[],
+                   help='more folders to search for libnvrtc/libcublas (recursive)')
+    args = p.parse_args(argv)
+    try:
+        driver_path, driver_version = find_driver()
+        if args.command == 'pins':
+            print(' '.join(pins(driver_version)))
+            return 0
+        dirs = _search_dirs(args.search)
+        nvrtc_path, nvrtc_ver = choose_nvrtc(driver_version, dirs)
+        cublas_path = choose_cublas(nvrtc_path, nvrtc_ver, dirs)
+    except NotFound as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    print('gpu_libs: driver CUDA %d.%d (%s), NVRTC %d.%d'
+          % (driver_version + (driver_path,) + nvrtc_ver))
+    make_links(args.dest, link_plan(driver_path, nvrtc_path, cublas_path))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

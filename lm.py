@@ -1,0 +1,593 @@
+"""A recurrent language model with the decoder's residual connections.
+
+AAAI 2018 eq. 15-18 (NAACL 2018 sec. 7.3): p(y_t | y_<t) = g(s_t, d_t) with
+s_t = f(s_{t-1}, y_{t-1}), f a GRU or an LSTM (``--encoder``, dl4mt's lm.py
+name).  g is the readout of the translation decoder without the source
+context (nmt.build_readout):
+
+    t_t = tanh(W_s s_t + W_y prev_t),   p(y_t | y_<t) = softmax(W_o t_t + b_o)
+
+where prev_t is y_{t-1}'s embedding (``--residual none``, the baseline) or
+d_t, the summary of the previous words' embeddings that the residual decoder
+uses (``--residual mean``: eq. 9/11; ``attentive``: eq. 10-12 with the
+scorings that need no source context, ``--att_scoring content`` or
+``content_scope``), computed by the same code (layers.residual_summary).
+``--tie_embeddings`` makes W_o the transposed input embeddings (Press and
+Wolf 2017).  Sentences are modelled one at a time, from a zero state and a
+zero "previous word" before the first word, up to and including the
+end-of-sentence token (id 0), as the translation decoder does.
+
+    python lm.py train --model MODEL --data FILE [--valid FILE] [--dictionary DICT]
+        [--config aaai-ptb|naacl-wiki] [--OPTION VALUE ...]
+    python lm.py eval --model MODEL FILE        # last line: perplexity X
+    python lm.py sample --model MODEL [-n N] [--maxlen L] [--seed S]
+    python lm.py configs                        # the papers' sizes, parameter counts
+
+Without ``--dictionary`` the dictionary of the training file is built as
+build_dictionary.py builds it and written beside the model
+(MODEL.dict.pkl/.json).  Training uses nmt.py's loop (training_loop.py):
+the same option names, checkpoints, exact ``--reload``, progress lines,
+validation (per-word cost and perplexity of the whole --valid file) and
+early stopping.
+"""
+import sys
+
+import theano_env  # noqa: F401  (must come before theano)
+if __name__ == '__main__':
+    theano_env.configure(allow_gc=False)   # as nmt.py: faster training steps
+
+import argparse
+import copy
+import math
+import os
+from collections import OrderedDict
+
+import numpy
+import theano
+import theano.tensor as tensor
+from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
+
+import layers
+import nmt
+import vocab
+from build_dictionary import build_dictionary
+from data_iterator import MonolingualIterator, prepare_monolingual
+from model_io import load_dictionary, load_options, load_params, save_dictionary
+from optimizers import OPTIMIZERS
+from progress import ProgressLine
+from text_io import InputError
+from training_loop import Compiled, Prepared, TrainingError, TrainingLoop
+
+MODEL_KIND = 'language_model'   # options['model_kind'] of every lm.py model
+RESIDUALS = ('none',) + layers.RESIDUALS
+# the decoder's scorings whose query is not the source context
+SCORINGS = tuple(s for s in layers.SCORINGS if layers.QUERY_OF_SCORING[s] != 'ctx')
+
+# dl4mt's lm.py train() options and defaults, then this project's additions
+DEFAULT_OPTIONS = OrderedDict([
+    ('dim_word', 100), ('dim', 1000), ('encoder', 'gru'), ('patience', 10),
+    ('max_epochs', 5000), ('finish_after', 10000000), ('dispFreq', 100),
+    ('decay_c', 0.), ('clip_c', -1.), ('lrate', 0.01), ('n_words', -1),
+    ('maxlen', 100), ('optimizer', 'rmsprop'), ('batch_size', 16),
+    ('valid_batch_size', 16), ('saveto', 'model.npz'), ('validFreq', 1000),
+    ('saveFreq', 1000), ('sampleFreq', 100), ('dataset', None),
+    ('valid_dataset', None), ('dictionary', None), ('use_dropout', False),
+    ('reload_', False), ('overwrite', False),
+    # additions (n_words -1: the dictionary's size)
+    ('residual', 'none'), ('att_scoring', 'content'), ('tie_embeddings', False),
+    ('shuffle_each_epoch', True), ('seed', 1234),
+])
+# what a reloaded model keeps from its saved options
+ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
+                        'att_scoring', 'tie_embeddings', 'use_dropout', 'dictionary')
+RNN_PREFIX, ATT_PREFIX = 'lm', 'res_att'
+
+
+# --------------------------------------------------------------------------
+# the papers' settings
+
+def _aaai_ptb(residual):
+    return dict(encoder='lstm', dim_word=150, dim=300, n_words=10000)
+
+
+def _naacl_wiki(residual):
+    # Daniluk et al. (2016): one LSTM layer, embeddings as wide as the state,
+    # d = 300 for the baseline and 296 for the attention models (NAACL Table 6)
+    d = 300 if residual == 'none' else 296
+    return dict(encoder='lstm', dim_word=d, dim=d, n_words=77000)
+
+
+# name -> (options for a residual, what the paper says, its parameter count)
+CONFIGS = OrderedDict([
+    ('aaai-ptb', (_aaai_ptb, 'AAAI 2018 Table 4: LSTM, 150-dim embeddings, 300-dim '
+                  'states, Penn Treebank (10k words)', None)),
+    ('naacl-wiki', (_naacl_wiki, 'NAACL 2018 Table 6: the setting of Daniluk et al. '
+                    '(2016), Wikipedia (77k words), d = 300 / 296', 47000000)),
+])
+
+
+def config_options(name, residual):
+    """The options that the configuration ``name`` sets for a residual."""
+    if name not in CONFIGS:
+        raise InputError('unknown config %r (choose from %s)' % (name, ', '.join(CONFIGS)))
+    return CONFIGS[name][0](residual)
+
+
+def config_line(name, options):
+    """'<config> <residual>: N parameters (paper: ...)' for a complete model."""
+    _, what, paper = CONFIGS[name]
+    paper_text = ('%.0fM' % (paper / 1e6)) if paper else 'not stated'
+    return ('%s, residual %s: %s parameters (paper: %s) -- %s'
+            % (name, fill_options(options)['residual'], format(count_params(options), ','),
+               paper_text, what))
+
+
+# --------------------------------------------------------------------------
+# options
+
+def fill_options(options):
+    full = OrderedDict(DEFAULT_OPTIONS)
+    full.update(options)
+    full['model_kind'] = MODEL_KIND
+    return full
+
+
+def check_options(options):
+    """InputError naming the option whose value does not exist."""
+    for key, choices in OPTION_CHOICES.items():
+        if options[key] not in choices:
+            raise InputError('--%s must be one of %s, not %r'
+                             % (key, ', '.join(choices), options[key]))
+
+
+# --------------------------------------------------------------------------
+# parameters and graphs
+
+def init_params(options):
+    """Embeddings, the recurrent layer, the residual's scoring, the readout."""
+    params = OrderedDict()
+    dw, dim, n_words = options['dim_word'], options['dim'], options['n_words']
+    params['Wemb_dec'] = layers.norm_weight(n_words, dw)
+    params = layers.RECURRENT[options['encoder']].init(options, params, prefix=RNN_PREFIX,
+                                                       nin=dw, dim=dim)
+    if options['residual'] != 'none':
+        params = layers.param_init_residual(options, params, ATT_PREFIX,
+                                            dim_word=dw, dim_state=dim)
+    ff_init = layers.param_init_fflayer
+    params = ff_init(options, params, prefix='ff_logit_lstm', nin=dim, nout=dw, ortho=False)
+    params = ff_init(options, params, prefix='ff_logit_prev', nin=dw, nout=dw, ortho=False)
+    params = ff_init(options, params, prefix='ff_logit', nin=dw, nout=n_words)
+    if options['tie_embeddings']:
+        del params['ff_logit_W']   # the output layer reads Wemb_dec (build_readout)
+    return params
+
+
+def count_params(options):
+    """Trainable parameters of a model with these options (shapes only)."""
+    with layers.shapes_only():
+        return int(sum(p.size for p in init_params(fill_options(options)).values()))
+
+
+def _readout_input(tparams, options, emb, states, mask=None, carry=None):
+    """The decoder-style dict build_readout reads: prev is y_{t-1} or d_t.
+    With ``carry`` (one step) the new carry is in 'carry'."""
+    dec = {'states': states, 'readout_prev': emb}
+    if options['residual'] == 'none':
+        dec['carry'] = {}
+        return dec
+    if carry is None:
+        d, w = layers.residual_summary(tparams, options, ATT_PREFIX, emb, mask,
+                                       state=states)
+    else:
+        d, w, dec['carry'] = layers.residual_summary_step(
+            tparams, options, ATT_PREFIX, carry, emb, state=states)
+    dec['readout_prev'] = d
+    if w is not None:
+        dec['prev_alphas'] = w
+    return dec
+
+
+def build_model(tparams, options):
+    """The training graph: (trng, use_noise, y, y_mask, dec, logit, cost)
+    with cost the per-sentence -log p (eos included)."""
+    trng = RandomStreams(1234)
+    use_noise = theano.shared(numpy.float32(0.))
+    y = tensor.matrix('y', dtype='int64')
+    y_mask = tensor.matrix('y_mask', dtype='float32')
+    n_steps, n_samples = y.shape[0], y.shape[1]
+    emb = tparams['Wemb_dec'][y.flatten()].reshape([n_steps, n_samples, options['dim_word']])
+    # shifted: row 0 is zeros, row t is y[t-1]'s embedding
+    emb = tensor.set_subtensor(tensor.zeros_like(emb)[1:], emb[:-1])
+    rnn = layers.RECURRENT[options['encoder']]
+    states = rnn.apply(tparams, emb, options, prefix=RNN_PREFIX, mask=y_mask)[0]
+    dec = _readout_input(tparams, options, emb, states, mask=y_mask)
+    logit = nmt.build_readout(tparams, options, dec, use_noise, trng)
+    cost = nmt.sentence_costs(logit, y, y_mask, options['n_words'])
+    return trng, use_noise, y, y_mask, dec, logit, cost
+
+
+def build_sampler(tparams, options, trng, use_noise):
+    """f_next as an nmt.StepFunction: inputs 'y_prev' (-1: the zero
+    embedding of the first step), the recurrent states ('state', and 'cell'
+    for the LSTM) and the residual's carried tensors; outputs 'probs', the
+    new states and carried tensors, and 'prev_alpha' (attentive residual)."""
+    y = tensor.vector('y_prev', dtype='int64')
+    emb = tensor.switch(y[:, None] < 0,
+                        tensor.alloc(numpy.float32(0.), 1, options['dim_word']),
+                        tparams['Wemb_dec'][y])
+    rnn = layers.RECURRENT[options['encoder']]
+    states_in = [tensor.matrix(name, dtype='float32') for name in rnn.states]
+    mask = tensor.ones_like(y, dtype='float32')
+    states = rnn.one_step(tparams, emb, RNN_PREFIX, mask, states_in)
+    carried = carried_tensors(options)
+    carry = OrderedDict((c.name, tensor.tensor3(c.name, dtype='float32')) for c in carried)
+    dec = _readout_input(tparams, options, emb, states[0], carry=carry)
+    probs = tensor.nnet.softmax(nmt.build_readout(tparams, options, dec, use_noise, trng))
+    outs = OrderedDict([('probs', probs)])
+    outs.update(zip(rnn.states, states))
+    outs.update((name, dec['carry'][name]) for name in carry)
+    if 'prev_alphas' in dec:
+        outs['prev_alpha'] = dec['prev_alphas']
+    inputs = [y] + states_in + list(carry.values())
+    f_next = theano.function(inputs, list(outs.values()), name='f_next',
+                             on_unused_input='ignore')
+    return nmt.StepFunction(f_next, ('y_prev',) + rnn.states + tuple(carry),
+                            tuple(outs), options, carried)
+
+
+def carried_tensors(options):
+    """The residual's layers.Carried tensors (the residual decoder's)."""
+    if options['residual'] == 'none':
+        return []
+    return layers.DECODERS['gru_cond_residual'].carried(options)
+
+
+def initial_step_values(f_next, options, n):
+    """f_next's inputs before the first word of n sentences."""
+    values = {'y_prev': -numpy.ones((n,), dtype='int64')}
+    for name in layers.RECURRENT[options['encoder']].states:
+        values[name] = numpy.zeros((n, options['dim']), dtype='float32')
+    values.update(f_next.initial_carry(n))
+    return values
+
+
+def next_step_values(f_next, options, outputs, words):
+    """f_next's inputs after ``words`` (n,) were read."""
+    values = {'y_prev': numpy.asarray(words, dtype='int64')}
+    for name in layers.RECURRENT[options['encoder']].states:
+        values[name] = outputs[name]
+    values.update((c.name, outputs[c.name]) for c in f_next.carried)
+    return values
+
+
+def sample_sentences(f_next, options, n, maxlen, rng):
+    """n sentences (lists of ids, eos not included) drawn word by word."""
+    values = initial_step_values(f_next, options, n)
+    sentences = [[] for _ in range(n)]
+    alive = numpy.ones(n, dtype=bool)
+    for _ in range(maxlen):
+        out = f_next.named(values)
+        p = out['probs'].astype('float64')
+        p /= p.sum(1, keepdims=True)
+        words = (p.cumsum(1) < rng.uniform(size=(n, 1))).sum(1).clip(0, p.shape[1] - 1)
+        for i in numpy.flatnonzero(alive):
+            if words[i] == vocab.EOS:
+                alive[i] = False
+            else:
+                sentences[i].append(int(words[i]))
+        if not alive.any():
+            break
+        values = next_step_values(f_next, options, out, words)
+    return sentences
+
+
+# --------------------------------------------------------------------------
+# scoring
+
+def corpus_cost(f_log_probs, iterator, progress=None):
+    """(per-sentence costs, number of words with eos) of every sentence the
+    iterator yields, in its order."""
+    costs, n_words, done = [], 0, 0
+    for (sentences,) in iterator:
+        y, y_mask = prepare_monolingual(sentences)
+        costs.extend(f_log_probs(y, y_mask))
+        n_words += int(y_mask.sum())
+        done += len(sentences)
+        if progress is not None:
+            progress.update(done)
+    return numpy.array(costs, dtype='float64'), n_words
+
+
+def perplexity(total_cost, n_words):
+    """exp(-log p / words): per word, the end-of-sentence tokens counted."""
+    return math.exp(total_cost / n_words)
+
+
+def scoring_iterator(path, word_dict, options, batch_size):
+    """Every sentence of a file, none skipped for length, batch after batch
+    in file order (sorted by length within a batch)."""
+    return MonolingualIterator(path, word_dict, batch_size=batch_size, maxlen=float('inf'),
+                               n_words=options['n_words'], sort_k_batches=1)
+
+
+# --------------------------------------------------------------------------
+# model files
+
+def load_model(path):
+    """(options, parameters) of an lm.py model; InputError for another kind."""
+    if not os.path.exists(path):
+        raise InputError('%s: no such model file' % path)
+    saved = load_options(path)
+    if saved.get('model_kind') != MODEL_KIND:
+        kind = ('a translation model (nmt.py)' if 'decoder' in saved
+                else 'a model of another kind (no model_kind in its options)')
+        raise InputError('%s: %s, not a language model of lm.py' % (path, kind))
+    options = fill_options(saved)
+    check_options(options)
+    return options, load_params(path, init_params(options))
+
+
+def dictionary_path(options, model_path):
+    """The model's dictionary: as saved, else the file of that name beside
+    the model (a model moved with its dictionary)."""
+    path = options['dictionary']
+    if not path:
+        raise InputError('%s: the model options name no dictionary' % model_path)
+    if not os.path.exists(path):
+        beside = os.path.join(os.path.dirname(os.path.abspath(model_path)),
+                              os.path.basename(path))
+        if os.path.exists(beside):
+            return beside
+    return path
+
+
+class LoadedModel(object):
+    """A model file's options, dictionary and compiled scoring functions."""
+
+    def __init__(self, path, sampler=False):
+        self.options, params = load_model(path)
+        self.word_dict = load_dictionary(dictionary_path(self.options, path))
+        self.tparams = nmt.init_tparams(params)
+        trng, use_noise, y, y_mask, _, _, cost = build_model(self.tparams, self.options)
+        self.f_log_probs = theano.function([y, y_mask], cost, name='f_log_probs')
+        self.f_next = (build_sampler(self.tparams, self.options, trng, use_noise)
+                       if sampler else None)
+
+
+def evaluate(model, path, batch_size=32, progress=False):
+    """{'sentences', 'words', 'cost', 'perplexity'} of a text file."""
+    it = scoring_iterator(path, model.word_dict, model.options, batch_size)
+    meter = ProgressLine(it.lines_total, 'scored', 'sentences') if progress else None
+    costs, n_words = corpus_cost(model.f_log_probs, it, meter)
+    if meter is not None:
+        meter.finish()
+    total = float(costs.sum())
+    return {'sentences': len(costs), 'words': n_words, 'cost': total,
+            'perplexity': perplexity(total, n_words)}
+
+
+# --------------------------------------------------------------------------
+# training
+
+class LMModel(Compiled):
+    """The parameters and compiled functions of a training run."""
+
+    def __init__(self, options, model_options, reloading):
+        params = init_params(model_options)
+        if reloading:
+            print('Reloading model parameters')
+            params = load_params(options['saveto'], params)
+        self.tparams = nmt.init_tparams(params)
+        (self.trng, self.use_noise, y, y_mask, _, _,
+         cost) = build_model(self.tparams, model_options)
+        self.f_log_probs = theano.function([y, y_mask], cost, name='f_log_probs')
+        self.f_next = build_sampler(self.tparams, model_options, self.trng, self.use_noise)
+        cost = nmt.regularised_cost(self.tparams, options, cost, {}, None, y_mask)
+        self.compile_optimizer(options, [y, y_mask], cost)
+
+
+def training_options(kwargs):
+    """(options, model options, reloading), as nmt.training_options; the
+    dictionary is built (and saved beside the model) when none is given."""
+    unknown = set(kwargs) - set(DEFAULT_OPTIONS)
+    if unknown:
+        raise InputError('unknown option(s): %s' % ', '.join(sorted(unknown)))
+    options = fill_options(kwargs)
+    if not options['dataset']:
+        raise InputError('--data is required')
+    check_options(options)
+    model_options = copy.copy(options)
+    reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
+    if reloading:
+        saved = fill_options(load_options(options['saveto']))
+        for key in ARCHITECTURE_OPTIONS:
+            if key in kwargs and kwargs[key] != saved[key]:
+                print('warning: --%s %s ignored: the reloaded model has %s'
+                      % (key, kwargs[key], saved[key]), file=sys.stderr)
+            model_options[key] = saved[key]
+    elif not options['dictionary']:
+        model_options['dictionary'] = _build_dictionary(options)
+    options['dictionary'] = model_options['dictionary']
+    word_dict = load_dictionary(model_options['dictionary'])
+    if model_options['n_words'] <= 0:
+        model_options['n_words'] = max(word_dict.values()) + 1
+    elif len(word_dict) < model_options['n_words']:
+        print('warning: %s has %d entries but n_words is %d: ids from %d on never '
+              'occur in the data' % (model_options['dictionary'], len(word_dict),
+                                     model_options['n_words'], len(word_dict)),
+              file=sys.stderr)
+    check_options(model_options)
+    return options, model_options, reloading
+
+
+def _build_dictionary(options):
+    path = options['saveto'] + '.dict.pkl'
+    print('Building the dictionary of %s -> %s' % (options['dataset'], path))
+    save_dictionary(build_dictionary(options['dataset']), path,
+                    options['saveto'] + '.dict.json')
+    return path
+
+
+class LMTrainer(TrainingLoop):
+    """One training run: the shared loop with perplexity validation and
+    sampled sentences."""
+
+    def __init__(self, kwargs):
+        self.options, self.model_options, reloading = training_options(kwargs)
+        numpy.random.seed(self.options['seed'])
+        opt, n_words = self.options, self.model_options['n_words']
+        self.word_dict = load_dictionary(self.model_options['dictionary'])
+        self.idict = vocab.invert_dictionary(self.word_dict)
+        print('Loading data')
+        self.train_it = MonolingualIterator(
+            opt['dataset'], self.word_dict, batch_size=opt['batch_size'],
+            maxlen=opt['maxlen'], n_words=n_words,
+            shuffle_each_epoch=opt['shuffle_each_epoch'], seed=opt['seed'])
+        self.valid_it = (scoring_iterator(opt['valid_dataset'], self.word_dict,
+                                          self.model_options, opt['valid_batch_size'])
+                         if opt['valid_dataset'] else None)
+        print('Building model: %s parameters' % format(count_params(self.model_options), ','))
+        self.model = LMModel(self.options, self.model_options, reloading)
+        self.sample_rng = numpy.random.RandomState(self.options['seed'])
+        self.start(reloading)
+
+    def prepare_batch(self, batch):
+        y, y_mask = prepare_monolingual(batch[0], maxlen=self.options['maxlen'])
+        if y is None:
+            return None
+        return Prepared([y, y_mask], y.shape[1], int(y_mask.sum()))
+
+    def valid_cost(self):
+        """-log p per word of the validation file (log perplexity)."""
+        costs, n_words = corpus_cost(self.model.f_log_probs, self.valid_it)
+        return costs.sum() / n_words
+
+    def print_valid(self, cost):
+        print('Valid cost %f perplexity %f' % (cost, math.exp(min(cost, 700.))))
+
+    def print_samples(self, prepared):
+        for jj, ids in enumerate(sample_sentences(self.model.f_next, self.model_options, 5,
+                                                  50, self.sample_rng)):
+            print('Sample %d: %s' % (jj, ' '.join(vocab.ids_to_words(ids, self.idict))))
+
+
+def train(**kwargs):
+    """Train a language model; returns the final validation cost per word."""
+    return LMTrainer(kwargs).run()
+
+
+# --------------------------------------------------------------------------
+# command line
+
+OPTION_CHOICES = {'encoder': tuple(layers.RECURRENT), 'residual': RESIDUALS,
+                  'att_scoring': SCORINGS, 'optimizer': tuple(sorted(OPTIMIZERS))}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line: 'error: ...', status 2."""
+
+    def error(self, message):
+        self.exit(2, 'error: %s (%s --help lists the options)\n' % (message, self.prog))
+
+
+def _train_parser(sub):
+    p = sub.add_parser('train', help='train a language model')
+    p.add_argument('--model', dest='saveto', required=True, metavar='MODEL.npz')
+    p.add_argument('--data', dest='dataset', required=True, metavar='FILE')
+    p.add_argument('--valid', dest='valid_dataset', metavar='FILE')
+    p.add_argument('--dictionary', metavar='DICT',
+                   help='word -> id (.pkl or .json); default: built from --data')
+    p.add_argument('--config', choices=tuple(CONFIGS),
+                   help='the sizes of a paper setting (options given win)')
+    flags = [('--reload', 'reload_', 'resume from MODEL'),
+             ('--use_dropout', 'use_dropout', 'dropout on the readout'),
+             ('--tie_embeddings', 'tie_embeddings', 'output layer = input embeddings'),
+             ('--overwrite', 'overwrite', 'no MODEL.iterN.npz copies')]
+    for flag, dest, text in flags:
+        p.add_argument(flag, dest=dest, action='store_true', default=argparse.SUPPRESS,
+                       help=text)
+    p.add_argument('--no_shuffle', dest='shuffle_each_epoch', action='store_false',
+                   default=argparse.SUPPRESS, help='read the data in file order')
+    handled = {'saveto', 'dataset', 'valid_dataset', 'dictionary', 'shuffle_each_epoch'}
+    handled.update(dest for _, dest, _ in flags)
+    for key, default in DEFAULT_OPTIONS.items():
+        if key in handled:
+            continue
+        kind = type(default) if default is not None else str
+        p.add_argument('--' + key, type=kind, default=argparse.SUPPRESS,
+                       choices=OPTION_CHOICES.get(key), help='default: %r' % (default,))
+
+
+def parse_args(argv):
+    parser = _Parser(prog='lm.py', description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True, parser_class=_Parser)
+    _train_parser(sub)
+    e = sub.add_parser('eval', help='perplexity of a text file')
+    e.add_argument('--model', required=True)
+    e.add_argument('--batch_size', type=int, default=32)
+    e.add_argument('file')
+    s = sub.add_parser('sample', help='sentences drawn from a model')
+    s.add_argument('--model', required=True)
+    s.add_argument('-n', type=int, default=5, help='number of sentences')
+    s.add_argument('--maxlen', type=int, default=100)
+    s.add_argument('--seed', type=int, default=1234)
+    sub.add_parser('configs', help="the papers' sizes and parameter counts")
+    return vars(parser.parse_args(argv))
+
+
+def _train_kwargs(args):
+    kwargs = {k: v for k, v in args.items()
+              if k not in ('command', 'config') and v is not None}
+    name = args.get('config')
+    if name:
+        for key, value in config_options(name, kwargs.get('residual', 'none')).items():
+            kwargs.setdefault(key, value)
+        print(config_line(name, kwargs))
+    return kwargs
+
+
+def _cmd_eval(args):
+    result = evaluate(LoadedModel(args['model']), args['file'], args['batch_size'],
+                      progress=True)
+    print('sentences %d' % result['sentences'])
+    print('words %d (end-of-sentence tokens included)' % result['words'])
+    print('cost %.6f (-log p, nats)' % result['cost'])
+    print('perplexity %.4f' % result['perplexity'])
+
+
+def _cmd_sample(args):
+    if args['n'] < 1 or args['maxlen'] < 1:
+        raise InputError('-n and --maxlen must be positive')
+    model = LoadedModel(args['model'], sampler=True)
+    idict = vocab.invert_dictionary(model.word_dict)
+    rng = numpy.random.RandomState(args['seed'])
+    for ids in sample_sentences(model.f_next, model.options, args['n'], args['maxlen'], rng):
+        print(' '.join(vocab.ids_to_words(ids, idict)))
+
+
+def _cmd_configs(args):
+    for name in CONFIGS:
+        for residual in RESIDUALS:
+            options = dict(config_options(name, residual), residual=residual)
+            print(config_line(name, options))
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args['command'] == 'train':
+            train(**_train_kwargs(args))
+        else:
+            {'eval': _cmd_eval, 'sample': _cmd_sample,
+             'configs': _cmd_configs}[args['command']](args)
+    except (InputError, TrainingError) as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print('interrupted: the last checkpoint is kept', file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

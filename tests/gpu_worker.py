@@ -1,0 +1,121 @@
+"""Child process of test_gpu.py: one device's numbers for decoder configurations.
+
+    THEANO_FLAGS=device=cuda|cpu python tests/gpu_worker.py OUT.npz CONFIG [CONFIG ...]
+
+For each configuration of conftest.CONFIGS (tiny sizes, the perturbed
+parameters of conftest.Model): the per-sentence costs of a batch, beam search
+over a few source sentences, and one training update built as nmt.train
+builds it (regularised cost, gradients clipped to norm 1, fused Adadelta,
+dropout on).  Saved to OUT.npz under '<config>/...' keys; hypotheses as
+strings of ids.  Progress goes to stderr.  Compilation mode: see gpu_mode.
+"""
+import os
+import sys
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conftest import (CONFIGS, FAST_RUN_FORWARD, FULL, Model,  # noqa: E402
+                      make_batch)  # (conftest imports theano_env first)
+
+BATCH_SEED = 7
+BEAM, MAXLEN = 5, 12
+CLIP_C = 1.0  # the papers' --clip_c
+SOURCE_LENGTHS = (3, 5, 6, 9)
+
+
+def sources(n_words_src):
+    """Source sentences (ids 1..V-1, then eos), column vectors as gen_sample takes."""
+    rng = np.random.RandomState(11)
+    return [np.array(list(rng.randint(1, n_words_src, size=n)) + [0],
+                     dtype='int64').reshape(-1, 1) for n in SOURCE_LENGTHS]
+
+
+def costs(model, batch):
+    import theano
+    f_cost = theano.function(model.inps, model.graph['cost'], name='f_log_probs')
+    return f_cost(*batch)
+
+
+def beam_search(model):
+    """{'beam/i/samples': hypotheses as strings, 'beam/i/scores': scores}."""
+    nmt = model.nmt
+    f_init, f_next = model.sampler()
+    out = {}
+    for i, x in enumerate(sources(model.options['n_words_src'])):
+        samples, scores = nmt.gen_sample(model.tparams, f_init, f_next, x, model.options,
+                                         trng=model.graph['trng'], k=BEAM, maxlen=MAXLEN,
+                                         stochastic=False)
+        out['beam/%d/samples' % i] = np.array([' '.join(map(str, s)) for s in samples])
+        out['beam/%d/scores' % i] = np.array(scores, dtype='float64')
+    return out
+
+
+def training_update(model, batch):
+    """One update as nmt.train makes it: (training cost, {param: new - old})."""
+    import theano.tensor as tensor
+    nmt, g = model.nmt, model.graph
+    cost = nmt.regularised_cost(model.tparams, model.options, g['cost'], g['opt_ret'],
+                                g['x_mask'], g['y_mask'])
+    grads = nmt.clip_gradients(tensor.grad(cost, wrt=nmt.itemlist(model.tparams)), CLIP_C)
+    f_grad_shared, f_update = nmt.OPTIMIZERS['adadelta'](
+        tensor.scalar('lr'), model.tparams, grads, model.inps, cost,
+        state=OrderedDict(), fused=True)
+    model.reset()
+    g['use_noise'].set_value(np.float32(1.))
+    train_cost = f_grad_shared(*batch)
+    f_update(np.float32(0.01))
+    g['use_noise'].set_value(np.float32(0.))
+    deltas = {'delta/%s' % k: np.asarray(p.get_value()) - model.params[k]
+              for k, p in model.tparams.items()}
+    return float(train_cost), deltas
+
+
+def gpu_mode(name):
+    """conftest's rule on the GPU: FAST_RUN (as nmt.py runs) for the
+    configurations of FAST_RUN_FORWARD (all with NMT_TESTS_FULL=1),
+    FAST_COMPILE for the others, which differ from those by a scoring
+    function or an option only.  Where THEANO_FLAGS sets a mode, that one."""
+    import theano
+    import theano_env
+    given = theano_env._parse_flags(os.environ.get('THEANO_FLAGS', ''))
+    if 'mode' in given or FULL or name in FAST_RUN_FORWARD:
+        return theano.config.mode
+    return 'FAST_COMPILE'
+
+
+def run(name):
+    import theano
+    t0 = time.time()
+    # every function (and scan's inner ones) is compiled inside this block
+    with theano.config.change_flags(mode=gpu_mode(name)):
+        model = Model(name, CONFIGS[name])
+        batch = make_batch(BATCH_SEED)
+        out = {'costs': costs(model, batch)}
+        out.update(beam_search(model))
+        out['train_cost'], deltas = training_update(model, batch)
+        out.update(deltas)
+    out['seconds'] = time.time() - t0
+    out['mode'] = str(gpu_mode(name))
+    return out
+
+
+def main(argv):
+    import theano
+    path, names = argv[0], argv[1:]
+    arrays = {'device': np.array(theano.config.device)}
+    for name in names:
+        print('[gpu_worker %s] %s ...' % (theano.config.device, name), file=sys.stderr)
+        sys.stderr.flush()
+        for key, value in run(name).items():
+            arrays['%s/%s' % (name, key)] = np.asarray(value)
+        print('[gpu_worker %s] %s done in %.0f s' % (
+            theano.config.device, name, arrays['%s/seconds' % name]), file=sys.stderr)
+    np.savez(path, **arrays)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

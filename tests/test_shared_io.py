@@ -1,0 +1,122 @@
+"""The project's one reader of text files, its one word<->id mapping, the
+training state's stopping rules, and the progress line."""
+import gzip
+import io
+import sys
+
+import numpy as np
+import pytest
+
+import text_io
+import vocab
+from progress import ProgressLine, format_duration
+from training_state import TrainingState
+
+
+def test_read_lines_plain_gzip_crlf_and_last_line(tmp_path):
+    plain = tmp_path / 'a.txt'
+    plain.write_bytes(b'x y\r\nz\n\xc3\xa9')
+    assert text_io.read_lines(str(plain)) == ['x y', 'z', '\u00e9']
+    gz = tmp_path / 'a.txt.gz'
+    with gzip.open(str(gz), 'wb') as f:
+        f.write(b'one\ntwo\n')
+    assert list(text_io.iter_lines(str(gz))) == ['one', 'two']
+
+
+@pytest.mark.parametrize('case', ['missing', 'directory', 'not_utf8', 'empty'])
+def test_read_lines_errors_name_file_and_line(tmp_path, case):
+    path = tmp_path / 'f.txt'
+    if case == 'directory':
+        path.mkdir()
+    elif case == 'not_utf8':
+        path.write_bytes(b'good\nbad \xff here\n')
+    elif case == 'empty':
+        path.write_bytes(b'')
+    with pytest.raises(text_io.InputError) as e:
+        text_io.read_lines(str(path), what='sentences')
+    msg = str(e.value)
+    assert msg.startswith(str(path) + ': ') and '\n' not in msg
+    assert {'missing': 'no such file', 'directory': 'is a directory',
+            'not_utf8': 'line 2 is not valid UTF-8 text (byte 5',
+            'empty': 'no sentences'}[case] in msg
+
+
+def test_read_lines_allows_empty_and_reads_stdin(tmp_path, monkeypatch):
+    path = tmp_path / 'e.txt'
+    path.write_bytes(b'')
+    assert text_io.read_lines(str(path), allow_empty=True) == []
+    monkeypatch.setattr(sys, 'stdin', io.TextIOWrapper(io.BytesIO(b'a\nb c\n')))
+    assert text_io.read_lines('-') == ['a', 'b c']
+
+
+def test_words_to_ids_unknown_and_vocabulary_limit():
+    d = {'eos': 0, 'UNK': 1, 'a': 2, 'b': 3, 'c': 4}
+    assert vocab.words_to_ids('a b c zz'.split(), d, n_words=4) == [2, 3, 1, 1]
+    # n_words <= 0: no limit (the original iterator's rule)
+    assert vocab.words_to_ids('a b c zz'.split(), d, n_words=0) == [2, 3, 4, 1]
+    assert vocab.words_to_ids('c'.split(), d, n_words=-1) == [4]
+    assert vocab.sentence_ids(' a  c ', d, 4) == [2, 1, 0]
+
+
+def test_ids_to_words_and_inverse_dictionary():
+    inv = vocab.invert_dictionary({'eos': 0, 'UNK': 1, 'a': 2, 'b': 3})
+    assert inv == {0: '<eos>', 1: 'UNK', 2: 'a', 3: 'b'}
+    # a corpus word that took id 0's name does not hide '<eos>'
+    assert vocab.invert_dictionary({'eos': 5, 'UNK': 1})[0] == '<eos>'
+    assert vocab.ids_to_words([2, 3, 1, 0, 2], inv) == ['a', 'b', 'UNK']
+    assert vocab.ids_to_words([9], inv) == ['UNK']
+
+
+def test_validation_stopping_rule_as_the_original():
+    """Bad validations count once there are more than `patience` costs and
+    the cost is no better than the best before the last `patience` ones;
+    stop when the count exceeds `patience`."""
+    state = TrainingState()
+    outcomes = [state.record_valid_cost(c, patience=1)
+                for c in (5.0, 4.0, 4.5, 4.6, 4.7)]
+    assert outcomes == [(True, False), (True, False), (False, False),
+                        (False, True), (False, True)]
+    assert state.bad_counter == 3
+    state = TrainingState()
+    for c in (3.0, 3.5, 2.0):
+        best, stop = state.record_valid_cost(c, patience=1)
+    assert best and not stop and state.bad_counter == 0
+
+
+def test_bleu_stopping_rule():
+    state = TrainingState()
+    results = [state.record_bleu(b, patience=2) for b in (10., 12., 11., 11.5, 12.)]
+    assert [r[0] for r in results] == [True, True, False, False, True]
+    assert [r[1] for r in results] == [False, False, False, True, False]
+
+
+def test_state_round_trips_through_arrays():
+    best = {'W': np.arange(6, dtype='float32').reshape(2, 3)}
+    state = TrainingState(uidx=7, epoch=2, history_errs=[3.0, 2.5], bleu_history=[1.5],
+                          bad_counter=1, best_params=best,
+                          data_position={'buffer_start': 40, 'buffer_taken': 3})
+
+    class Archive(dict):
+        files = property(lambda self: list(self))
+    back = TrainingState.from_arrays(Archive((k, np.asarray(v))
+                                             for k, v in state.to_arrays().items()))
+    assert (back.uidx, back.epoch, back.bad_counter) == (7, 2, 1)
+    assert back.history_errs == [3.0, 2.5] and back.bleu_history == [1.5]
+    np.testing.assert_array_equal(back.best_params['W'], best['W'])
+    assert {k: int(v) for k, v in back.data_position.items()} == \
+        {'buffer_start': 40, 'buffer_taken': 3}
+
+
+def test_progress_line_rate_and_eta(monkeypatch):
+    import progress
+    assert format_duration(3725.9) == '1:02:05'
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, 'time', lambda: clock[0])
+    out = io.StringIO()
+    line = ProgressLine(10, 'translated', 'sentences', stream=out, interval=0)
+    clock[0] = 102.0                        # 4 sentences in 2 s: 6 left, 3 s
+    line.update(4)
+    assert out.getvalue() == '\rtranslated 4/10 sentences, 2.00 sentences/s, ETA 0:00:03'
+    clock[0] = 105.0
+    line.finish()
+    assert out.getvalue().endswith('10/10 sentences, 2.00 sentences/s, ETA 0:00:00\n')

@@ -1,0 +1,144 @@
+"""Where a training run stands, and the checkpoint files that keep it.
+
+``TrainingState`` holds everything of a run that is not a Theano shared
+variable: the update count, the epoch, the position in the training data,
+the validation and BLEU histories, the bad counter and the best parameters.
+A checkpoint writes two files, each atomically (temporary name, rename):
+
+* ``MODEL.npz.resume.npz``: the state, the current parameters, the
+  optimizer's accumulators and the random streams of dropout; ``--reload``
+  continues from it exactly (bit-identical to a run without the stop);
+* ``MODEL.npz`` (+ ``.pkl``/``.json`` options): the parameters as the
+  original code writes them (the best by validation cost, else the current
+  ones) with ``history_errs`` and ``uidx``.
+
+The resume file is written first, so a kill between the two leaves a resume
+file at least as new as the model file, and a resume file older than the
+model file (the model was trained further by other code) is ignored.
+"""
+import os
+import sys
+from collections import OrderedDict
+
+import numpy
+
+from model_io import atomic_savez, save_options, load_archive_extras
+from text_io import InputError
+
+
+class TrainingState(object):
+    """The counters, histories and best parameters of a training run."""
+
+    def __init__(self, uidx=0, epoch=0, history_errs=(), bleu_history=(),
+                 bad_counter=0, best_params=None, data_position=None):
+        self.uidx, self.epoch, self.bad_counter = uidx, epoch, bad_counter
+        self.history_errs = [float(e) for e in history_errs]
+        self.bleu_history = [float(b) for b in bleu_history]
+        self.best_params = best_params
+        self.data_position = data_position
+
+    def record_valid_cost(self, cost, patience):
+        """Add a validation cost; returns (is the best so far, stop early),
+        by the original's rule: a bad validation is one no better than the
+        best before the last ``patience`` ones; stop after more than
+        ``patience`` of them."""
+        self.history_errs.append(float(cost))
+        errs = numpy.array(self.history_errs)
+        best = cost <= errs.min()
+        if best:
+            self.bad_counter = 0
+        stop = False
+        if len(errs) > patience and cost >= errs[:-patience].min():
+            self.bad_counter += 1
+            stop = self.bad_counter > patience
+        return best, stop
+
+    def record_bleu(self, score, patience):
+        """Add a validation BLEU; returns (is the best so far, stop early:
+        none of the last ``patience`` is better than the best before them)."""
+        self.bleu_history.append(float(score))
+        hist = self.bleu_history
+        stop = (patience > 0 and len(hist) > patience and
+                max(hist[-patience:]) < max(hist[:-patience]))
+        return score >= max(hist), stop
+
+    # -- arrays of the resume file ------------------------------------------
+    def to_arrays(self):
+        arrays = OrderedDict([
+            ('uidx', self.uidx), ('epoch', self.epoch), ('bad_counter', self.bad_counter),
+            ('history_errs', numpy.array(self.history_errs, dtype='float64')),
+            ('bleu_history', numpy.array(self.bleu_history, dtype='float64'))])
+        for k, v in (self.data_position or {}).items():
+            arrays['data__' + k] = v
+        for k, v in (self.best_params or {}).items():
+            arrays['best__' + k] = v
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, f):
+        best = OrderedDict((k[len('best__'):], f[k]) for k in f.files
+                           if k.startswith('best__'))
+        position = {k[len('data__'):]: f[k] for k in f.files if k.startswith('data__')}
+        return cls(uidx=int(f['uidx']), epoch=int(f['epoch']),
+                   history_errs=list(f['history_errs']),
+                   bleu_history=list(f['bleu_history']),
+                   bad_counter=int(f['bad_counter']), best_params=best or None,
+                   data_position=position or None)
+
+
+def resume_path(saveto):
+    return saveto + '.resume.npz'
+
+
+def save_model(path, params, history_errs, uidx, options):
+    """A model file in the original format, with its options beside it."""
+    atomic_savez(path, history_errs=numpy.array(history_errs), uidx=uidx, **params)
+    save_options(options, path)
+
+
+def save_checkpoint(saveto, state, tparams, opt_state, rng_states, options):
+    """The resume file, then the model file (see the module's docstring)."""
+    arrays = state.to_arrays()
+    arrays.update(('param__' + k, v.get_value()) for k, v in tparams.items())
+    arrays.update(('optim__' + k, v.get_value()) for k, v in opt_state.items())
+    arrays.update(('rng__%d' % i, r.get_value()) for i, r in enumerate(rng_states))
+    atomic_savez(resume_path(saveto), **arrays)
+    current = OrderedDict((k, v.get_value()) for k, v in tparams.items())
+    save_model(saveto, state.best_params or current, state.history_errs, state.uidx,
+               options)
+
+
+def load_checkpoint(saveto, tparams, opt_state, rng_states):
+    """The state of the run that wrote ``saveto``, with the shared variables
+    restored from its resume file; None (nothing touched) when there is no
+    resume file or it is older than the model file."""
+    path = resume_path(saveto)
+    model_uidx = load_archive_extras(saveto)['uidx']
+    if not os.path.exists(path):
+        return None
+    with numpy.load(path, allow_pickle=False) as f:
+        if int(f['uidx']) < model_uidx:
+            return None
+        _check_parameters(path, f, tparams)
+        for k, v in tparams.items():
+            v.set_value(f['param__' + k])
+        _restore_optional(path, f, 'optim__', opt_state)
+        _restore_optional(path, f, 'rng__',
+                          OrderedDict((str(i), r) for i, r in enumerate(rng_states)))
+        return TrainingState.from_arrays(f)
+
+
+def _check_parameters(path, f, tparams):
+    for k, v in tparams.items():
+        if 'param__' + k not in f or f['param__' + k].shape != v.get_value().shape:
+            raise InputError('%s: does not match the model (parameter %s)' % (path, k))
+
+
+def _restore_optional(path, f, prefix, shared):
+    for k, v in shared.items():
+        key = prefix + k
+        if key in f.files and f[key].shape == v.get_value().shape:
+            v.set_value(f[key])
+        else:
+            print('warning: %s has no %s: it starts fresh' % (path, key),
+                  file=sys.stderr)

@@ -1,0 +1,39 @@
+"""Words to ids and back (REFERENCE.md section 1).
+
+The one mapping the whole project uses: a word missing from the dictionary,
+or whose id is ``>= n_words`` when ``n_words > 0``, becomes 1 (UNK), as the
+original iterator and translate.py do; eos is 0.
+"""
+EOS, UNK = 0, 1
+
+
+def words_to_ids(words, word_dict, n_words=-1):
+    """Ids of a list of words (no eos added); n_words <= 0: no limit."""
+    ids = [word_dict.get(w, UNK) for w in words]
+    if n_words > 0:
+        ids = [i if i < n_words else UNK for i in ids]
+    return ids
+
+
+def sentence_ids(line, word_dict, n_words=-1):
+    """Ids of a whitespace-tokenised sentence followed by eos, as the sampler
+    takes a source sentence."""
+    return words_to_ids(line.split(), word_dict, n_words) + [EOS]
+
+
+def invert_dictionary(word_to_id):
+    """id -> word, with 0 -> '<eos>' and 1 -> 'UNK' (as translate.py does)."""
+    id_to_word = {idx: word for word, idx in word_to_id.items()}
+    id_to_word[EOS] = '<eos>'
+    id_to_word[UNK] = 'UNK'
+    return id_to_word
+
+
+def ids_to_words(ids, id_to_word):
+    """The words of ids up to (not including) the first eos, as a list."""
+    words = []
+    for i in ids:
+        if i == EOS:
+            break
+        words.append(id_to_word.get(int(i), 'UNK'))
+    return words
