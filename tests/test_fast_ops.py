@@ -87,34 +87,148 @@ def test_original_graph_builds_theanos_ops():
     assert 'SourceAttention' not in ops and 'Elemwise' in ops
 
 
-def _model_functions(nmt, options, original):
-    """Per-sentence costs (Theano's C mode) and the gradients of their mean
-    (FAST_COMPILE: the ops' NumPy code; a C scan gradient takes minutes)."""
-    np.random.seed(1234)
-    tparams = nmt.init_tparams(nmt.init_params(options))
-    if original:
-        with fast_ops.original_graph():
-            graph = nmt.build_model(tparams, options)
-    else:
-        graph = nmt.build_model(tparams, options)
-    _, use_noise, x, x_mask, y, y_mask, _, cost = graph
-    use_noise.set_value(np.float32(0.))
-    inps = [x, x_mask, y, y_mask]
-    grads = tensor.grad(cost.mean(), wrt=list(tparams.values()))
-    return (theano.function(inps, cost),
-            theano.function(inps, grads, mode='FAST_COMPILE'))
+def test_decoding_step_keeps_theanos_graph(nmt_module):
+    """The one-step graph of decoding (f_next) is built with Theano's ops
+    (beam search as the original's); the scan of training with the C op."""
+    import layers
+    options = tiny_options(nmt_module, CONFIGS['baseline'])
+    tparams = nmt_module.init_tparams(nmt_module.init_params(options))
+    ctx, emb, h = tensor.tensor3('ctx'), tensor.matrix('emb'), tensor.matrix('h')
+    step = layers.gru_cond_layer(tparams, emb, options, prefix='decoder', context=ctx,
+                                 one_step=True, init_state=h)
+    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort(
+        [ctx, emb, h], [step['states'], step['alphas']])}
+    assert 'SourceAttention' not in ops and 'Elemwise' in ops
+    assert fast_ops.enabled()   # the block restored the state
 
 
-@pytest.mark.parametrize('config', ['baseline', 'residual_att_content'])
-def test_model_with_fast_ops_matches_the_original_graph(nmt_module, config):
-    options = tiny_options(nmt_module, CONFIGS[config])
+# parameters whose gradients pass through the fast ops (attention, output
+# layer), checked against finite differences of the float64 NumPy cost
+FD_PARAMS = ['decoder_U_att', 'decoder_c_tt', 'decoder_W_comb_att', 'decoder_Wc_att',
+             'ff_logit_W', 'ff_logit_b', 'ff_logit_lstm_W', 'ff_logit_ctx_W']
+
+
+class _TinyModel(object):
+    """A tiny model's graph built with the fast ops or Theano's own
+    (original=True): per-sentence costs (C code), the gradients of their
+    mean and one fused Adadelta update (FAST_COMPILE: the ops' NumPy code;
+    a C scan gradient takes minutes to compile)."""
+
+    def __init__(self, nmt, options, original):
+        import optimizers
+        from collections import OrderedDict
+        np.random.seed(1234)
+        self.init = nmt.init_params(options)
+        rng = np.random.RandomState(4321)   # larger weights: attention far from uniform
+        for k, v in self.init.items():
+            self.init[k] = (v + 0.4 * rng.standard_normal(v.shape)).astype('float32')
+        self.tparams = nmt.init_tparams(self.init)
+        with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+            _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(self.tparams, options)
+            use_noise.set_value(np.float32(0.))
+            inps = [x, x_mask, y, y_mask]
+            grads = tensor.grad(cost.mean(), wrt=list(self.tparams.values()))
+            self.f_cost = theano.function(inps, cost)
+            self.f_grads = theano.function(inps, grads, mode='FAST_COMPILE')
+            self.state = OrderedDict()
+            self.f_adadelta, _ = optimizers.adadelta(
+                tensor.scalar('lr'), self.tparams, grads, inps, cost.mean(),
+                state=self.state, fused=True, mode=theano.compile.mode.get_mode('FAST_COMPILE'))
+        ops = {type(n.op).__name__ for n in self.f_cost.maker.fgraph.toposort()}
+        assert ('SoftmaxNll' in ops) != original
+
+    def update(self, batch):
+        """The parameters after one Adadelta update from zero accumulators."""
+        for k, v in self.init.items():
+            self.tparams[k].set_value(v.copy())
+        for acc in self.state.values():
+            acc.set_value(np.zeros_like(acc.get_value()))
+        self.f_adadelta(*batch)
+        return [p.get_value() for p in self.tparams.values()]
+
+
+@pytest.fixture(scope='module')
+def tiny_models(nmt_module):
+    cache = {}
+
+    def get(config):
+        if config not in cache:
+            options = tiny_options(nmt_module, CONFIGS[config])
+            cache[config] = (options, _TinyModel(nmt_module, options, original=False),
+                             _TinyModel(nmt_module, options, original=True))
+        return cache[config]
+    return get
+
+
+def _finite_difference_failures(params64, options, batch, grads, names, h=1e-6):
+    """Entries of grads (dict) off the central finite difference of the mean
+    float64 NumPy cost (the largest two and two random ones per parameter)."""
+    import numpy_reference as ref
+    rng, failures = np.random.RandomState(11), []
+
+    def cost():
+        return ref.cost_per_sentence(params64, options, *batch)[0].mean()
+    for k in names:
+        flat = grads[k].ravel()
+        picks = set(np.argsort(-np.abs(flat))[:2]) | set(rng.choice(flat.size, 2))
+        for idx in sorted(int(i) for i in picks):
+            pos = np.unravel_index(idx, grads[k].shape)
+            saved = params64[k][pos]
+            params64[k][pos] = saved + h
+            plus = cost()
+            params64[k][pos] = saved - h
+            minus = cost()
+            params64[k][pos] = saved
+            fd, got = (plus - minus) / (2 * h), float(grads[k][pos])
+            if abs(got - fd) > 2e-4 * abs(fd) + 2e-6:
+                failures.append('%s%s: %.7g vs finite difference %.7g' % (k, pos, got, fd))
+    return failures
+
+
+CONFIGS_TESTED = ['baseline', 'attentive']
+
+
+@pytest.mark.parametrize('config', CONFIGS_TESTED)
+def test_model_costs_equal_the_original_graph_and_numpy(tiny_models, config):
+    import numpy_reference as ref
+    options, fast, original = tiny_models(config)
     batch = make_batch(11, n_src=options['n_words_src'], n_trg=options['n_words'])
-    f_cost, f_grads = _model_functions(nmt_module, options, original=False)
-    o_cost, o_grads = _model_functions(nmt_module, options, original=True)
-    # per-sentence costs to float32 rounding, gradients likewise
-    np.testing.assert_allclose(f_cost(*batch), o_cost(*batch), rtol=1e-6, atol=1e-6)
-    for got, expected in zip(f_grads(*batch), o_grads(*batch)):
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-7)
+    got = fast.f_cost(*batch)
+    np.testing.assert_allclose(got, original.f_cost(*batch), rtol=1e-6, atol=1e-5)
+    exp = ref.cost_per_sentence(ref.as_dtype(fast.init, 'float64'), options, *batch)[0]
+    np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('config', CONFIGS_TESTED)
+def test_model_gradients_equal_the_original_graph_and_numpy(tiny_models, config):
+    import numpy_reference as ref
+    options, fast, original = tiny_models(config)
+    batch = make_batch(11, n_src=options['n_words_src'], n_trg=options['n_words'])
+    got = fast.f_grads(*batch)
+    for g, e in zip(got, original.f_grads(*batch)):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-7)
+    grads = dict(zip(fast.tparams.keys(), got))
+    failures = _finite_difference_failures(ref.as_dtype(fast.init, 'float64'), options,
+                                           batch, grads, [k for k in FD_PARAMS if k in grads])
+    assert not failures, '\n'.join(failures)
+
+
+@pytest.mark.parametrize('config', CONFIGS_TESTED)
+def test_one_model_adadelta_update_equals_the_original_graph_and_numpy(tiny_models, config):
+    import numpy_reference as ref
+    options, fast, original = tiny_models(config)
+    batch = make_batch(12, n_src=options['n_words_src'], n_trg=options['n_words'])
+    before = [fast.init[k] for k in fast.tparams]
+    for k, v in fast.init.items():
+        fast.tparams[k].set_value(v.copy())
+    grads = [g.astype('float64') for g in fast.f_grads(*batch)]   # at the initial values
+    after, after_original = fast.update(batch), original.update(batch)
+    zeros = [np.zeros_like(g) for g in grads]
+    exp = ref.adadelta_step([b.astype('float64') for b in before], grads, zeros, zeros)[0]
+    for k, b, a, ao, e in zip(fast.tparams, before, after, after_original, exp):
+        # the update itself (at most sqrt(1e-6 / 0.05) = 4.5e-3 a value) to 1e-6
+        np.testing.assert_allclose(a - b, ao - b, rtol=0, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(a - b, e - b, rtol=0, atol=1e-6, err_msg=k)
 
 
 def _output_layer_graph(original):
