@@ -23,6 +23,8 @@ import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
+import fast_ops
+
 
 def _p(prefix, name):
     return '%s_%s' % (prefix, name)
@@ -296,10 +298,15 @@ def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt,
     """Attention over the source annotations; returns (c, alpha (T_src x n)).
 
     exp without max subtraction, masked, normalised: as the original computes.
-    decoding: the one-step forms (dot_vector rowwise, exp_tanh).
+    Training: one C op over the T_src x n x 2d values (fast_ops.attention).
+    decoding: Theano's graph in the one-step forms (dot_vector rowwise,
+    exp_tanh), so that a sentence's numbers do not depend on its batch.
     """
-    pctx__ = attention_tanh(decoding)(pctx_ + tensor.dot(h1, W_comb_att)[None, :, :])
-    alpha = dot_vector(pctx__, U_att, decoding) + c_tt
+    if not decoding:
+        return fast_ops.attention(pctx_, tensor.dot(h1, W_comb_att), U_att, c_tt, cc_,
+                                  context_mask)
+    pctx__ = exp_tanh(pctx_ + tensor.dot(h1, W_comb_att)[None, :, :])
+    alpha = dot_vector(pctx__, U_att, rowwise=True) + c_tt
     alpha = alpha.reshape([alpha.shape[0], alpha.shape[1]])
     alpha = tensor.exp(alpha)
     if context_mask is not None:
@@ -359,9 +366,10 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
     """
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
         tparams, state_below, prefix, mask, context, one_step, pctx)
-    if one_step:
-        h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
-                                    context_mask, *shared_vars, decoding=True)
+    if one_step:   # decoding keeps Theano's graph (decoding forms, not fast_ops)
+        with fast_ops.original_graph():
+            h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
+                                        context_mask, *shared_vars, decoding=True)
         return {'states': h, 'ctxs': c, 'alphas': alpha.T,
                 'readout_prev': state_below}
 
