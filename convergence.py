@@ -24,7 +24,7 @@ class ConvergenceRule(object):
     """Feed validation costs with :meth:`add`; it returns None while the run
     is still learning, then a sentence saying why it has converged."""
 
-    def __init__(self, target=0.01, window=5, min_gain=0.02):
+    def __init__(self, target=0.02, window=10, min_gain=0.02):
         if not target > 0 or window < 1 or not 0 <= min_gain < 1:
             raise ValueError('need target > 0, window >= 1, 0 <= min_gain < 1')
         self.target, self.window, self.min_gain = target, window, min_gain

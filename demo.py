@@ -349,8 +349,12 @@ def run_models(args, data):
     with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
         futures = [pool.submit(model_pipeline, args, r, data, children) for r in runs]
         try:
-            for f in concurrent.futures.as_completed(futures):
-                f.result()
+            pending = futures
+            while pending:  # short waits: Ctrl-C reaches this thread
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=0.5, return_when=concurrent.futures.FIRST_EXCEPTION)
+                for f in done:
+                    f.result()
         except BaseException:
             children.kill_all()
             raise
@@ -364,6 +368,12 @@ def attention_figure(args, runs, index, png):
               + [r['alignments'] for r in runs]
               + ['--labels', labels, '--source', os.path.join(args.data_dir, 'test.src'),
                  '-i', str(index), '--png', png], 'drawing the attention figure')
+
+
+def load_average():
+    """The 1-minute load average (timings on a shared machine mean little
+    without it)."""
+    return round(os.getloadavg()[0], 2)
 
 
 def settings(args):
@@ -385,6 +395,7 @@ def write_json(path, obj):
 def run(args):
     """One demo run into args.out; returns the results dict."""
     t0, cpu0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    load0 = load_average()
     args.out = os.path.abspath(args.out)
     args.data_dir = os.path.join(args.out, 'data')
     try:
@@ -420,6 +431,7 @@ def run(args):
         'examples': demo_report.pick_examples(src, ref, hyps, args.examples),
         'figure_sentence': index,
         'total_seconds': round(time.time() - t0, 1),
+        'load_average': {'start': load0, 'end': load_average()},
         'children_cpu_seconds': round(cpu.ru_utime + cpu.ru_stime
                                       - cpu0.ru_utime - cpu0.ru_stime, 1),
         'files': files,
@@ -428,9 +440,11 @@ def run(args):
     log('')
     demo_report.print_report(results, log)
     log('')
-    log('total time %s (%s CPU in the subprocesses); wrote %s, %s and %s'
+    log('total time %s (%s CPU in the subprocesses; 1-minute load average %.1f at the '
+        'start, %.1f at the end); wrote %s, %s and %s'
         % (fmt_time(results['total_seconds']), fmt_time(results['children_cpu_seconds']),
-           files['results'], files['chart'], files['attention']))
+           load0, results['load_average']['end'], files['results'], files['chart'],
+           files['attention']))
     return results
 
 
@@ -463,10 +477,10 @@ def parse_args(argv):
                    help='comma-separated decoder variants (layers.VARIANTS), trained '
                         'side by side (default %(default)s)')
     g = p.add_argument_group('stopping rule and budget')
-    g.add_argument('--target_cost', type=float, default=0.01,
+    g.add_argument('--target_cost', type=float, default=0.02,
                    help='converged once the validation cost is at most this many nats '
                         'per target token (default %(default)s)')
-    g.add_argument('--plateau_window', type=int, default=5,
+    g.add_argument('--plateau_window', type=int, default=10,
                    help='... or once the best validation cost has improved by less than '
                         '--plateau_gain in this many validations (default %(default)s)')
     g.add_argument('--plateau_gain', type=float, default=0.02,
@@ -486,7 +500,7 @@ def parse_args(argv):
     g.add_argument('--seed', type=int, default=1234, help='training seed (every model)')
     g.add_argument('--dim_word', type=int, default=64)
     g.add_argument('--dim', type=int, default=64)
-    g.add_argument('--batch_size', type=int, default=64)
+    g.add_argument('--batch_size', type=int, default=128)
     g.add_argument('--optimizer', default='adadelta')
     g.add_argument('--lrate', type=float, default=0.01,
                    help='learning rate (unused by adadelta)')

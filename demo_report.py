@@ -186,6 +186,7 @@ def seed_summary(all_results):
     return {'runs': len(all_results),
             'seeds': [res['settings']['seed'] for res in all_results],
             'total_minutes': mean_sd([res['total_seconds'] / 60.0 for res in all_results]),
+            'load_average': [res.get('load_average') for res in all_results],
             'models': models}
 
 
