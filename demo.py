@@ -175,8 +175,8 @@ def train_command(args, run, data):
 
 class Training(object):
     """Follows one nmt.py run line by line: progress, validations, the
-    stopping rule; interrupts it at the checkpoint after it has converged or
-    its time is spent."""
+    stopping rule; ends it (SIGTERM) at the checkpoint after it has converged
+    or its time is spent."""
 
     def __init__(self, args, run, data, proc):
         self.args, self.run, self.proc = args, run, proc
@@ -251,10 +251,12 @@ class Training(object):
             log(self.prefix + self.reason)
         if self.status is not None and not self.stopping:
             self.stopping = True
-            self.proc.send_signal(signal.SIGINT)
+            # the checkpoint is on disk ('... Done'): end the run there.  Not
+            # SIGINT: a job started in the background inherits it ignored.
+            self.proc.send_signal(signal.SIGTERM)
 
     def result(self, rc):
-        if rc != 0 and not (self.stopping and rc == 130):
+        if rc != 0 and not (self.stopping and rc in (130, -signal.SIGTERM)):
             raise DemoError('training %s failed: %s' % (self.run['name'],
                                                         last_error(self.tail, rc)))
         if not os.path.exists(self.run['model']):

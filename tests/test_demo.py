@@ -104,7 +104,7 @@ def test_training_converged_stops_at_the_next_checkpoint():
     t.on_line('Valid 0.500000')        # 0.05 nats/token <= 0.1
     assert t.status == 'converged'
     t.on_line('Saving the model at update 200... Done')
-    assert t.proc.signals == [signal.SIGINT] and t.ckpt_update == 200
+    assert t.proc.signals == [signal.SIGTERM] and t.ckpt_update == 200
     assert t.history == [(100, 0.5), (200, 0.05)]
 
 
@@ -113,7 +113,7 @@ def test_training_out_of_budget():
     t.on_line('Optimization')
     t.on_line('Valid 5.000000')
     t.on_line('Saving the model at update 100... Done')
-    assert t.status == 'out of budget' and t.proc.signals == [signal.SIGINT]
+    assert t.status == 'out of budget' and t.proc.signals == [signal.SIGTERM]
 
 
 # ---------------------------------------------------------------- distance bins
