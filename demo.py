@@ -51,8 +51,8 @@ from text_io import read_lines  # noqa: E402
 
 DEFAULT_MODELS = ('baseline', 'attentive')
 # Graph optimisations of Theano's fast_compile level, C code for every op:
-# compiles ~3x faster than the default fast_run on a fresh machine and trains
-# these small models as fast (notes/README-demo.md).
+# less to compile on an empty cache than the default fast_run (the speed-up and
+# the training speed were not measured side by side on a quiet machine).
 DEMO_THEANO_FLAGS = 'optimizer=fast_compile'
 NON_PARAMS = {'history_errs', 'uidx'}
 PROGRESS_RE = re.compile(r'^Epoch (\d+) Update (\d+) Cost (\S+) UD \S+ \| (\S+) upd/s')
