@@ -1,16 +1,23 @@
 """Speed of training and translation, on synthetic data, for every decoder.
 
-    python benchmark.py train|translate --config tiny|paper [--decoder NAME]
-        [--updates N] [--sentences N] [--original-style] [--seed S]
+    python benchmark.py train|translate --config tiny|mid|paper [--decoder NAME]
+        [--updates N] [--sentences N] [--original-style | --side-by-side]
+        [--profile [FILE]] [--seed S]
 
-train      builds the training graph exactly as ``nmt.train`` does (adadelta
-           fused into one Theano function, ``allow_gc=False``) and times N
-           updates on random batches (ids uniform over the vocabulary, source
-           and target lengths uniform in [maxlen//3, maxlen-1], a new batch
-           each update), after a warm-up of 2 updates.  ``--original-style``
-           builds it as the original dl4mt-tutorial did (``f_grad_shared``
-           then ``f_update``, ``allow_gc=True``): a stand-in for the original
-           code on the same machine.
+train      builds the training graph exactly as ``nmt.train`` does (the C ops
+           of fast_ops.py, adadelta fused into one Theano function,
+           ``allow_gc=False``) and times N updates on random batches (ids
+           uniform over the vocabulary, source and target lengths uniform in
+           [maxlen//3, maxlen-1], a new batch each update), after a warm-up
+           of 2 updates.  ``--original-style`` builds it as the original
+           dl4mt-tutorial did (Theano's own ops, ``f_grad_shared`` then
+           ``f_update``, ``allow_gc=True``): a stand-in for the original code
+           on the same machine.  ``--side-by-side`` compiles both in one
+           process and gives each batch to both, in alternating order, so
+           that the machine's load hits both alike; it reports both and their
+           ratios (wall clock and CPU time).  ``--profile`` runs Theano's
+           profiler and prints the ten most expensive ops, scans included
+           (theano_profile.py), with FILE also Theano's full summaries.
 translate  compiles ``nmt.build_sampler`` for a randomly initialised model and
            translates N random source sentences with ``beam_search.translate_best``
            (beam 12, maxlen = 2 x source length), picking the best hypothesis
@@ -34,6 +41,7 @@ work.  ``allow_gc`` is set before Theano is imported (a later
 import theano_env  # noqa: F401  (must come before theano)
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -49,15 +57,20 @@ CONFIGS = OrderedDict([
     ('tiny', dict(dim_word=16, dim=24, n_words_src=100, n_words=100,
                   batch_size=16, maxlen=20, use_dropout=False,
                   optimizer='adadelta', clip_c=1.0)),
+    # for quick comparisons: the papers' shape at a quarter of the work
+    ('mid', dict(dim_word=256, dim=512, n_words_src=20000, n_words=20000,
+                 batch_size=80, maxlen=50, use_dropout=True,
+                 optimizer='adadelta', clip_c=1.0)),
     ('paper', dict(dim_word=500, dim=1024, n_words_src=50000, n_words=50000,
                    batch_size=80, maxlen=50, use_dropout=True,
                    optimizer='adadelta', clip_c=1.0)),
 ])
-DEFAULT_UPDATES = {'tiny': 50, 'paper': 5}
-DEFAULT_SENTENCES = {'tiny': 50, 'paper': 5}
+DEFAULT_UPDATES = {'tiny': 50, 'mid': 5, 'paper': 5}
+DEFAULT_SENTENCES = {'tiny': 50, 'mid': 5, 'paper': 5}
 # source lengths (words, before eos) of the translate benchmark
-SOURCE_LENGTHS = {'tiny': (5, 15), 'paper': (20, 30)}
+SOURCE_LENGTHS = {'tiny': (5, 15), 'mid': (20, 30), 'paper': (20, 30)}
 WARMUP_UPDATES = 2
+PROFILE_TOP = 10
 BEAM = 12
 
 def decoder_options(name):
@@ -176,29 +189,34 @@ def synthetic_batches(options, n_batches, seed):
     return batches
 
 
-def bench_train(config, decoder, n_updates, original_style, seed):
+STYLES = ('project', 'original')
+STYLE_TEXT = {'project': 'fast ops, fused adadelta, allow_gc=False',
+              'original': "original style: Theano's ops, f_grad_shared + f_update, "
+                          'allow_gc=True'}
+
+
+def style_mode(style):
+    """Theano's default mode with the style's garbage collection (for the
+    side-by-side run; a single-style run uses the flag set at import)."""
+    from theano.compile.mode import get_default_mode
+    return get_default_mode().clone(link_kwargs={'allow_gc': style == 'original'})
+
+
+def compile_training(tparams, options, style, mode=None):
+    """The training function(s) of one style, built as nmt.train builds them
+    ('project') or as the original code did ('original')."""
+    import fast_ops
     import nmt
     import theano
     import theano.tensor as tensor
 
-    options = model_options(config, decoder)
-    numpy.random.seed(seed)
-    batches = synthetic_batches(options, WARMUP_UPDATES + n_updates, seed)
-
-    log('%s/%s: building and compiling the training function (%s)'
-        % (config, decoder, 'original style: f_grad_shared + f_update, allow_gc=True'
-           if original_style else 'fused adadelta, allow_gc=False'))
-    load_start = os.getloadavg()[0]
-    t0 = time.time()
-    params = nmt.init_params(options)
-    tparams = nmt.init_tparams(params)
-    t_init = time.time() - t0
-    # nmt.train sets theano.config.allow_gc = False here, but the default
-    # linker read the flag when Theano was imported, so that has no effect;
-    # main() sets the flag before the import (see configure_gc).
-    theano.config.allow_gc = bool(original_style)
+    log('compiling the training function (%s)' % STYLE_TEXT[style])
+    if mode is not None:
+        # side by side: scan reads the flag when it compiles its loop
+        theano.config.allow_gc = style == 'original'
     t1, c1 = time.time(), time.process_time()
-    trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = nmt.build_model(tparams, options)
+    with (fast_ops.original_graph() if style == 'original' else contextlib.nullcontext()):
+        trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = nmt.build_model(tparams, options)
     inps = [x, x_mask, y, y_mask]
     cost = nmt.regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask)
     grads = nmt.clip_gradients(tensor.grad(cost, wrt=nmt.itemlist(tparams)),
@@ -207,68 +225,163 @@ def bench_train(config, decoder, n_updates, original_style, seed):
     optimizer = nmt.OPTIMIZERS[options['optimizer']]
     extra = {}
     if options['optimizer'] == 'adadelta':
-        extra = {'fused': not original_style}
+        extra = {'fused': style == 'project', 'mode': mode}
     f_grad_shared, f_update = optimizer(lr, tparams, grads, inps, cost,
                                         state=OrderedDict(), **extra)
-    compile_sec = time.time() - t1
-    compile_cpu = time.process_time() - c1
-    log('compiled in %.1f s (parameter init %.1f s, not counted)' % (compile_sec, t_init))
-
     use_noise.set_value(numpy.float32(1.))
-    lrate = options['lrate']
-    costs = []
+    compiled = dict(style=style, f_grad_shared=f_grad_shared, f_update=f_update,
+                    lrate=options['lrate'],
+                    compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
+                    functions=[f for f in (f_grad_shared, f_update)
+                               if isinstance(f, theano.compile.function.types.Function)])
+    log('compiled in %.1f s' % compiled['compile_sec'])
+    return compiled
 
-    def update(batch):
-        c = f_grad_shared(*batch)
-        f_update(lrate)
-        return float(c)
 
+def run_update(compiled, batch):
+    """One update; returns the cost."""
+    c = compiled['f_grad_shared'](*batch)
+    compiled['f_update'](compiled['lrate'])
+    return float(c)
+
+
+class StyleTimer(object):
+    """Wall and CPU time, target words and costs of one style's updates."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+        self.wall, self.cpu, self.words, self.costs, self.per_update = 0., 0., 0, [], []
+
+    def update(self, batch, timed=True):
+        t, c = time.time(), time.process_time()
+        self.costs.append(run_update(self.compiled, batch))
+        wall, cpu = time.time() - t, time.process_time() - c
+        if timed:
+            self.wall += wall
+            self.cpu += cpu
+            self.words += int(batch[3].sum())
+            self.per_update.append(wall)
+        return wall, cpu
+
+    def figures(self):
+        n = len(self.per_update)
+        if not all(numpy.isfinite(self.costs)):
+            raise RuntimeError('non-finite cost during the benchmark: %r' % self.costs)
+        return OrderedDict([
+            ('words_per_sec', round(self.words / self.wall, 2)),
+            ('updates_per_sec', round(n / self.wall, 4)),
+            ('sec_per_update', round(self.wall / n, 4)),
+            ('sec_per_update_min', round(min(self.per_update), 4)),
+            ('sec_per_update_max', round(max(self.per_update), 4)),
+            # CPU time of this process (all its threads): less sensitive than
+            # the wall clock to other work on a shared machine
+            ('cpu_sec_per_update', round(self.cpu / n, 4)),
+            ('cpu_words_per_sec', round(self.words / self.cpu, 2)),
+            ('cpu_share', round(self.cpu / self.wall, 3)),
+            ('compile_sec', round(self.compiled['compile_sec'], 2)),
+            ('compile_cpu_sec', round(self.compiled['compile_cpu'], 2)),
+            ('target_words', self.words),
+            # what the compiled training function really does
+            ('allow_gc_effective',
+             bool(getattr(self.compiled['f_grad_shared'].fn, 'allow_gc', True))),
+        ])
+
+
+def _eta(done, total, elapsed):
+    return elapsed / done * (total - done) if done else float('nan')
+
+
+def warm_up(timers, batches):
+    """The untimed first updates (the first calls allocate the buffers)."""
     for i in range(WARMUP_UPDATES):
-        t = time.time()
-        costs.append(update(batches[i]))
-        log('warm-up update %d: %.2f s (cost %.3f)' % (i + 1, time.time() - t, costs[-1]))
+        for timer in timers:
+            wall, _ = timer.update(batches[i], timed=False)
+            log('warm-up update %d (%s): %.2f s (cost %.3f)'
+                % (i + 1, timer.compiled['style'], wall, timer.costs[-1]))
 
-    words = 0
-    per_update = []
-    t_start, c_start = time.time(), time.process_time()
+
+def timed_updates(timers, batches, n_updates):
+    """n_updates timed updates on the batches after the warm-up ones; with
+    several styles, each batch goes to every style in turn, the order
+    alternating from one batch to the next, so that the machine's load hits
+    all of them alike."""
+    t_start = time.time()
     for i in range(n_updates):
         batch = batches[WARMUP_UPDATES + i]
-        t, c = time.time(), time.process_time()
-        costs.append(update(batch))
-        per_update.append(time.time() - t)
-        words += int(batch[3].sum())
-        if n_updates <= 10 or (i + 1) % 10 == 0:
-            log('update %d/%d: %.3f s, %.3f s CPU (cost %.3f)'
-                % (i + 1, n_updates, per_update[-1], time.process_time() - c, costs[-1]))
-    elapsed = time.time() - t_start
-    cpu = time.process_time() - c_start
-    if not all(numpy.isfinite(costs)):
-        raise RuntimeError('non-finite cost during the benchmark: %r' % costs)
+        for timer in (timers if i % 2 == 0 else timers[::-1]):
+            wall, cpu = timer.update(batch)
+            if n_updates <= 10 or (i + 1) % 10 == 0:
+                log('update %d/%d (%s): %.3f s, %.3f s CPU (cost %.3f), ETA %.0f s'
+                    % (i + 1, n_updates, timer.compiled['style'], wall, cpu,
+                       timer.costs[-1], _eta(i + 1, n_updates, time.time() - t_start)))
 
-    return OrderedDict([
-        ('mode', 'train'), ('config', config), ('decoder', decoder),
-        ('words_per_sec', round(words / elapsed, 2)),
-        ('updates_per_sec', round(n_updates / elapsed, 4)),
-        ('sec_per_update', round(elapsed / n_updates, 4)),
-        ('sec_per_update_min', round(min(per_update), 4)),
-        ('sec_per_update_max', round(max(per_update), 4)),
-        # CPU time of this process (all its threads): less sensitive than the
-        # wall clock to other work on a shared machine
-        ('cpu_sec_per_update', round(cpu / n_updates, 4)),
-        ('cpu_words_per_sec', round(words / cpu, 2)),
-        ('cpu_share', round(cpu / elapsed, 3)),
-        ('compile_sec', round(compile_sec, 2)),
-        ('compile_cpu_sec', round(compile_cpu, 2)),
+
+def bench_train(config, decoder, n_updates, styles, seed, profile=None):
+    """Train on synthetic batches in the given styles (one, or several side
+    by side in this process, sharing the parameters)."""
+    import nmt
+    import theano
+
+    options = model_options(config, decoder)
+    numpy.random.seed(seed)
+    batches = synthetic_batches(options, WARMUP_UPDATES + n_updates, seed)
+    log('%s/%s: %s' % (config, decoder, ' vs '.join(styles)))
+    load_start = os.getloadavg()[0]
+    t0 = time.time()
+    tparams = nmt.init_tparams(nmt.init_params(options))
+    log('parameters initialised in %.1f s (not counted)' % (time.time() - t0))
+    if profile:
+        theano.config.profile = True
+    # nmt.train sets theano.config.allow_gc = False, which the default linker
+    # read at import (main() sets the flag before it, see configure_gc); side
+    # by side, each style gets a mode with its own garbage collection.
+    timers = [StyleTimer(compile_training(
+        tparams, options, s, style_mode(s) if len(styles) > 1 else None)) for s in styles]
+    warm_up(timers, batches)
+    if profile:
+        import theano_profile
+        theano_profile.reset(sum((t.compiled['functions'] for t in timers), []))
+    timed_updates(timers, batches, n_updates)
+
+    result = OrderedDict([('mode', 'train'), ('config', config), ('decoder', decoder)])
+    if len(timers) == 1:
+        result.update(timers[0].figures())
+        result['original_style'] = styles[0] == 'original'
+    else:
+        figs = OrderedDict((t.compiled['style'], t.figures()) for t in timers)
+        result['side_by_side'] = figs
+        first, second = styles
+        result['speedup_words_per_sec'] = round(
+            figs[first]['words_per_sec'] / figs[second]['words_per_sec'], 3)
+        result['speedup_cpu_words_per_sec'] = round(
+            figs[first]['cpu_words_per_sec'] / figs[second]['cpu_words_per_sec'], 3)
+    result.update([
         ('updates', n_updates), ('warmup_updates', WARMUP_UPDATES),
-        ('target_words', words),
         ('sentences_per_update', options['batch_size']),
         ('loadavg_1min_at_start', round(load_start, 2)),
         ('peak_rss_mb', peak_rss_mb()),
-        ('original_style', bool(original_style)),
-        # what the compiled training function really does
-        ('allow_gc_effective', bool(getattr(f_grad_shared.fn, 'allow_gc', True))),
         ('options', reported_options(options)),
     ])
+    if profile:
+        result['profile'] = profile_report(timers, profile)
+    return result
+
+
+def profile_report(timers, full_path):
+    """Each style's top ops on stderr (and as a dict); Theano's full summaries
+    into full_path unless it is True."""
+    import theano_profile
+    report = OrderedDict()
+    for timer in timers:
+        style, functions = timer.compiled['style'], timer.compiled['functions']
+        log('profile of the %s style:' % style)
+        report[style] = theano_profile.report(functions, top=PROFILE_TOP)
+        if full_path is not True:
+            path = full_path if len(timers) == 1 else '%s.%s' % (full_path, style)
+            theano_profile.full_summary(functions, path)
+            log("Theano's full profile: %s" % path)
+    theano_profile.silence_exit_summaries()
+    return report
 
 
 # --------------------------------------------------------------------------
@@ -363,6 +476,14 @@ def parse_args(argv):
     p.add_argument('--original-style', action='store_true',
                    help='train: f_grad_shared + f_update and allow_gc=True, as '
                         'the original dl4mt-tutorial')
+    p.add_argument('--side-by-side', action='store_true',
+                   help='train: both styles in this process, the same batches, '
+                        'alternating, sharing the parameters (figures and '
+                        'their ratio; peak RSS is of both together)')
+    p.add_argument('--profile', nargs='?', const=True, default=None, metavar='FILE',
+                   help="train: Theano's profiler; prints the %d most expensive "
+                        'ops (scans included) and their share; with FILE, also '
+                        "Theano's full summaries" % PROFILE_TOP)
     p.add_argument('--seed', type=int, default=1234)
     args = p.parse_args(argv)
     if args.decoder != 'all':
@@ -376,8 +497,11 @@ def parse_args(argv):
         args.sentences = DEFAULT_SENTENCES[args.config]
     if args.updates < 1 or args.sentences < 1:
         p.error('--updates and --sentences must be at least 1')
-    if args.original_style and args.mode != 'train':
-        p.error('--original-style applies to train only')
+    for flag in ('original_style', 'side_by_side', 'profile'):
+        if getattr(args, flag) and args.mode != 'train':
+            p.error('--%s applies to train only' % flag.replace('_', '-'))
+    if args.original_style and args.side_by_side:
+        p.error('--side-by-side runs both styles; leave out --original-style')
     return args
 
 
@@ -392,8 +516,10 @@ def configure_gc(args):
 def run_one(args):
     configure_gc(args)
     if args.mode == 'train':
-        result = bench_train(args.config, args.decoder, args.updates,
-                             args.original_style, args.seed)
+        styles = (STYLES if args.side_by_side else
+                  ('original',) if args.original_style else ('project',))
+        result = bench_train(args.config, args.decoder, args.updates, styles,
+                             args.seed, profile=args.profile)
     else:
         result = bench_translate(args.config, args.decoder, args.sentences, args.seed)
     result['seed'] = args.seed

@@ -23,6 +23,8 @@ import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
+import fast_ops
+
 
 def _p(prefix, name):
     return '%s_%s' % (prefix, name)
@@ -266,16 +268,10 @@ def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt):
     """Attention over the source annotations; returns (c, alpha (T_src x n)).
 
     exp without max subtraction, masked, normalised: as the original computes.
+    The work over T_src x n x 2d values is one C op (fast_ops.attention).
     """
-    pctx__ = tensor.tanh(pctx_ + tensor.dot(h1, W_comb_att)[None, :, :])
-    alpha = tensor.dot(pctx__, U_att) + c_tt
-    alpha = alpha.reshape([alpha.shape[0], alpha.shape[1]])
-    alpha = tensor.exp(alpha)
-    if context_mask is not None:
-        alpha = alpha * context_mask
-    alpha = alpha / alpha.sum(0, keepdims=True)
-    ctx_ = (cc_ * alpha[:, :, None]).sum(0)
-    return ctx_, alpha
+    return fast_ops.attention(pctx_, tensor.dot(h1, W_comb_att), U_att, c_tt, cc_,
+                              context_mask)
 
 
 def gru_cond_step(m_, x_, xx_, h_, pctx_, cc_, context_mask,
@@ -319,9 +315,10 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
     """
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
         tparams, state_below, prefix, mask, context, one_step)
-    if one_step:
-        h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
-                                    context_mask, *shared_vars)
+    if one_step:   # decoding keeps Theano's graph: beam search as the original's
+        with fast_ops.original_graph():
+            h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
+                                        context_mask, *shared_vars)
         return {'states': h, 'ctxs': c, 'alphas': alpha.T,
                 'readout_prev': state_below}
 

@@ -32,6 +32,7 @@ import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
+import fast_ops
 import layers
 from layers import get_layer, dropout_layer
 from beam_search import gen_sample, translate_best  # gen_sample: dl4mt API
@@ -170,12 +171,12 @@ def build_encoder(tparams, options, x, x_mask=None):
     return ctx, init_state
 
 
-def build_readout(tparams, options, dec, use_noise, trng):
-    """Logits from the decoder's outputs (REFERENCE.md section 3, readout).
+def build_readout(tparams, options, dec, use_noise, trng, project=True):
+    """Logits from the decoder's outputs (REFERENCE.md section 3, readout);
+    project=False: the layer below them (what output_layer projects).
 
     Without 'ctxs' in ``dec`` (lm.py's language model) the context term is
-    left out; with ``options['tie_embeddings']`` the output layer's matrix
-    is ``Wemb_dec`` transposed (Press and Wolf 2017).
+    left out.
     """
     ff = get_layer('ff')[1]
     logit = (ff(tparams, dec['states'], options, prefix='ff_logit_lstm', activ='linear') +
@@ -188,9 +189,18 @@ def build_readout(tparams, options, dec, use_noise, trng):
     logit = tensor.tanh(logit)
     if options['use_dropout']:
         logit = dropout_layer(logit, use_noise, trng)
+    if not project:
+        return logit
+    W, b = output_layer(tparams, options)
+    return tensor.dot(logit, W) + b
+
+
+def output_layer(tparams, options):
+    """(W, b) of the output layer; with ``options['tie_embeddings']`` W is
+    ``Wemb_dec`` transposed (Press and Wolf 2017)."""
     if options.get('tie_embeddings'):
-        return tensor.dot(logit, tparams['Wemb_dec'].T) + tparams['ff_logit_b']
-    return ff(tparams, logit, options, prefix='ff_logit', activ='linear')
+        return tparams['Wemb_dec'].T, tparams['ff_logit_b']
+    return tparams['ff_logit_W'], tparams['ff_logit_b']
 
 
 def sentence_costs(logit, y, y_mask, n_words):
@@ -232,8 +242,13 @@ def build_model(tparams, options):
         opt_ret['prev_alphas'] = dec['prev_alphas']
     opt_ret['readout_prev'] = dec['readout_prev']
 
-    logit = build_readout(tparams, options, dec, use_noise, trng)
-    cost = sentence_costs(logit, y, y_mask, options['n_words'])
+    if fast_ops.enabled():   # the output layer, softmax and -log in C (fast_ops)
+        hidden = build_readout(tparams, options, dec, use_noise, trng, project=False)
+        W, b = output_layer(tparams, options)
+        cost = (fast_ops.output_nll(hidden, W, b, y, y_mask) * y_mask).sum(0)
+    else:
+        logit = build_readout(tparams, options, dec, use_noise, trng)
+        cost = sentence_costs(logit, y, y_mask, options['n_words'])
     return trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost
 
 

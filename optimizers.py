@@ -11,14 +11,20 @@ original's ``clip_c``).
 
 Adadelta also has a fused form (``fused=True``): one Theano function computes
 the cost, the gradients and the whole update, with the same equations; it
-saves a pass over every parameter and the stored gradients.  Its
-``f_update`` then does nothing.
+saves a pass over every parameter and the stored gradients, and each
+parameter's update is one in-place C op (``fast_ops.adadelta_step``; inside
+``fast_ops.original_graph()`` Theano's element-wise ops).  Its ``f_update``
+then does nothing.  ``mode`` (a Theano Mode, default: Theano's)
+compiles Adadelta's functions with, e.g., a linker with or without garbage
+collection, so that both styles can run in one process.
 """
 import numpy
 
 import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
+
+import fast_ops
 
 
 def clip_gradients(grads, clip_c):
@@ -49,7 +55,7 @@ def _no_update(lr):
 
 
 def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
-             rho=0.95, eps=1e-6):
+             rho=0.95, eps=1e-6, mode=None):
     """Adadelta (Zeiler 2012), REFERENCE.md section 6; lr is unused."""
     params = list(tparams.values())
     running_up2 = _accumulators(tparams, 'rup2', state)
@@ -63,23 +69,33 @@ def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
 
     rg2_new = [rho * rg2 + one_minus_rho * (g ** 2)
                for rg2, g in zip(running_grads2, grads)]
+    if fused and fast_ops.enabled():
+        # one in-place C op per parameter (fast_ops.adadelta_step)
+        updates = []
+        for p, rg2, ru2, g in zip(params, running_grads2, running_up2, grads):
+            new_p, new_rg2, new_ru2 = fast_ops.adadelta_step(p, rg2, ru2, g, rho, eps)
+            updates += [(p, new_p), (rg2, new_rg2), (ru2, new_ru2)]
+        f = theano.function(inp, cost, updates=updates, name='adadelta_fused',
+                            mode=mode)
+        return f, _no_update
     if fused:
         updir = [step(g, ru2, r) for g, ru2, r in zip(grads, running_up2, rg2_new)]
         updates = (list(zip(running_grads2, rg2_new)) +
                    [(ru2, rho * ru2 + one_minus_rho * (ud ** 2))
                     for ru2, ud in zip(running_up2, updir)] +
                    [(p, p + ud) for p, ud in zip(params, updir)])
-        f = theano.function(inp, cost, updates=updates, name='adadelta_fused')
+        f = theano.function(inp, cost, updates=updates, name='adadelta_fused',
+                            mode=mode)
         return f, _no_update
 
     zipped_grads = _accumulators(tparams, 'grad', None)
     f_grad_shared = theano.function(
         inp, cost, updates=list(zip(zipped_grads, grads)) +
-        list(zip(running_grads2, rg2_new)), name='adadelta_grad_shared')
+        list(zip(running_grads2, rg2_new)), name='adadelta_grad_shared', mode=mode)
     updir = [step(zg, ru2, rg2)
              for zg, ru2, rg2 in zip(zipped_grads, running_up2, running_grads2)]
     f_update = theano.function(
-        [lr], [], on_unused_input='ignore', name='adadelta_update',
+        [lr], [], on_unused_input='ignore', name='adadelta_update', mode=mode,
         updates=[(ru2, rho * ru2 + one_minus_rho * (ud ** 2))
                  for ru2, ud in zip(running_up2, updir)] +
         [(p, p + ud) for p, ud in zip(params, updir)])

@@ -1,0 +1,373 @@
+"""fast_ops: each op against NumPy and against the Theano graph it replaces,
+and whole models built with and without them (fast_ops.original_graph)."""
+import contextlib
+
+import numpy as np
+import pytest
+
+from conftest import CONFIGS, make_batch, tiny_options
+
+theano = pytest.importorskip('theano')
+import theano.tensor as tensor  # noqa: E402
+
+import fast_ops  # noqa: E402
+
+MODES = ('FAST_RUN', 'FAST_COMPILE')    # C code, and the NumPy perform()
+
+
+def _arrays(seed, shape):
+    rng = np.random.RandomState(seed)
+    # values of every size tanh meets: tiny, around 1, saturated
+    scale = rng.choice([1e-4, 0.3, 1., 4., 12.], size=shape)
+    return (rng.standard_normal(shape) * scale).astype('float32')
+
+
+def _attention_inputs(seed, T=7, N=5, k=33, masked=True):
+    """pctx, q, U_att, c_tt, cc, mask and upstream gradients of ctx and
+    alpha; k = 33: not a multiple of the vector width (tail path)."""
+    rng = np.random.RandomState(seed)
+    mask = (rng.rand(T, N) > 0.3).astype('float32') if masked else np.ones((T, N), 'float32')
+    mask[0] = 1.
+    return [_arrays(seed + 1, (T, N, k)), _arrays(seed + 2, (N, k)),
+            (rng.standard_normal((k, 1)) * 0.5).astype('float32'),
+            rng.standard_normal(1).astype('float32'),
+            rng.standard_normal((T, N, k)).astype('float32'), mask,
+            rng.standard_normal((N, k)).astype('float32'),
+            rng.standard_normal((T, N)).astype('float32')]
+
+
+def _attention_function(original, mode, masked, with_galpha=True):
+    """(pctx, q, U, c, cc, mask, g_ctx, g_alpha) -> [ctx, alpha, d pctx, d q,
+    d U, d cc] with or without fast_ops."""
+    P, Q, U, C, CC = (tensor.tensor3('p'), tensor.matrix('q'), tensor.matrix('U'),
+                      tensor.vector('c'), tensor.tensor3('cc'))
+    M, GC, GA = tensor.matrix('m'), tensor.matrix('gc'), tensor.matrix('ga')
+    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+        ctx, alpha = fast_ops.attention(P, Q, U, C, CC, M if masked else None)
+    cost = (ctx * GC).sum() + ((alpha * GA).sum() if with_galpha else 0)
+    outs = [ctx, alpha] + tensor.grad(cost, [P, Q, U, CC])
+    return theano.function([P, Q, U, C, CC, M, GC, GA], outs, mode=mode,
+                           on_unused_input='ignore')
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('masked', [True, False])
+def test_attention_equals_the_original_graph(mode, masked):
+    vals = _attention_inputs(1, masked=masked)
+    for with_galpha in (True, False):
+        got = _attention_function(False, mode, masked, with_galpha)(*vals)
+        expected = _attention_function(True, 'FAST_RUN', masked, with_galpha)(*vals)
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-6 * np.abs(e).max())
+    if masked:   # masked source positions: no weight, no gradient
+        alpha, d_pctx, d_cc = got[1], got[2], got[5]
+        assert np.all(alpha[vals[5] == 0] == 0)
+        assert np.all(d_pctx[vals[5] == 0] == 0) and np.all(d_cc[vals[5] == 0] == 0)
+
+
+def test_attention_against_numpy_float64():
+    pctx, q, U, c, cc, mask = [v.astype('float64') for v in _attention_inputs(2)[:6]]
+    ctx, alpha = _attention_function(False, 'FAST_RUN', True)(*_attention_inputs(2))[:2]
+    e = np.tanh(pctx + q[None]) @ U[:, 0] + c[0]
+    a = np.exp(e) * mask
+    a /= a.sum(0)
+    np.testing.assert_allclose(alpha, a, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ctx, (cc * a[..., None]).sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_original_graph_builds_theanos_ops():
+    P, Q, U, C, CC = (tensor.tensor3('p'), tensor.matrix('q'), tensor.matrix('U'),
+                      tensor.vector('c'), tensor.tensor3('cc'))
+    with fast_ops.original_graph():
+        assert not fast_ops.enabled()
+        ctx, alpha = fast_ops.attention(P, Q, U, C, CC)
+    assert fast_ops.enabled()
+    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort([P, Q, U, C, CC],
+                                                                        [ctx, alpha])}
+    assert 'SourceAttention' not in ops and 'Elemwise' in ops
+
+
+def test_decoding_step_keeps_theanos_graph(nmt_module):
+    """The one-step graph of decoding (f_next) is built with Theano's ops
+    (beam search as the original's); the scan of training with the C op."""
+    import layers
+    options = tiny_options(nmt_module, CONFIGS['baseline'])
+    tparams = nmt_module.init_tparams(nmt_module.init_params(options))
+    ctx, emb, h = tensor.tensor3('ctx'), tensor.matrix('emb'), tensor.matrix('h')
+    step = layers.gru_cond_layer(tparams, emb, options, prefix='decoder', context=ctx,
+                                 one_step=True, init_state=h)
+    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort(
+        [ctx, emb, h], [step['states'], step['alphas']])}
+    assert 'SourceAttention' not in ops and 'Elemwise' in ops
+    assert fast_ops.enabled()   # the block restored the state
+
+
+# parameters whose gradients pass through the fast ops (attention, output
+# layer), checked against finite differences of the float64 NumPy cost
+FD_PARAMS = ['decoder_U_att', 'decoder_c_tt', 'decoder_W_comb_att', 'decoder_Wc_att',
+             'ff_logit_W', 'ff_logit_b', 'ff_logit_lstm_W', 'ff_logit_ctx_W']
+
+
+class _TinyModel(object):
+    """A tiny model's graph built with the fast ops or Theano's own
+    (original=True): per-sentence costs (C code), the gradients of their
+    mean and one fused Adadelta update (FAST_COMPILE: the ops' NumPy code;
+    a C scan gradient takes minutes to compile)."""
+
+    def __init__(self, nmt, options, original):
+        import optimizers
+        from collections import OrderedDict
+        np.random.seed(1234)
+        self.init = nmt.init_params(options)
+        rng = np.random.RandomState(4321)   # larger weights: attention far from uniform
+        for k, v in self.init.items():
+            self.init[k] = (v + 0.4 * rng.standard_normal(v.shape)).astype('float32')
+        self.tparams = nmt.init_tparams(self.init)
+        with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+            _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(self.tparams, options)
+            use_noise.set_value(np.float32(0.))
+            inps = [x, x_mask, y, y_mask]
+            grads = tensor.grad(cost.mean(), wrt=list(self.tparams.values()))
+            self.f_cost = theano.function(inps, cost)
+            self.f_grads = theano.function(inps, grads, mode='FAST_COMPILE')
+            self.state = OrderedDict()
+            self.f_adadelta, _ = optimizers.adadelta(
+                tensor.scalar('lr'), self.tparams, grads, inps, cost.mean(),
+                state=self.state, fused=True, mode=theano.compile.mode.get_mode('FAST_COMPILE'))
+        ops = {type(n.op).__name__ for n in self.f_cost.maker.fgraph.toposort()}
+        assert ('SoftmaxNll' in ops) != original
+
+    def update(self, batch):
+        """The parameters after one Adadelta update from zero accumulators."""
+        for k, v in self.init.items():
+            self.tparams[k].set_value(v.copy())
+        for acc in self.state.values():
+            acc.set_value(np.zeros_like(acc.get_value()))
+        self.f_adadelta(*batch)
+        return [p.get_value() for p in self.tparams.values()]
+
+
+@pytest.fixture(scope='module')
+def tiny_models(nmt_module):
+    cache = {}
+
+    def get(config):
+        if config not in cache:
+            options = tiny_options(nmt_module, CONFIGS[config])
+            cache[config] = (options, _TinyModel(nmt_module, options, original=False),
+                             _TinyModel(nmt_module, options, original=True))
+        return cache[config]
+    return get
+
+
+def _finite_difference_failures(params64, options, batch, grads, names, h=1e-6):
+    """Entries of grads (dict) off the central finite difference of the mean
+    float64 NumPy cost (the largest two and two random ones per parameter)."""
+    import numpy_reference as ref
+    rng, failures = np.random.RandomState(11), []
+
+    def cost():
+        return ref.cost_per_sentence(params64, options, *batch)[0].mean()
+    for k in names:
+        flat = grads[k].ravel()
+        picks = set(np.argsort(-np.abs(flat))[:2]) | set(rng.choice(flat.size, 2))
+        for idx in sorted(int(i) for i in picks):
+            pos = np.unravel_index(idx, grads[k].shape)
+            saved = params64[k][pos]
+            params64[k][pos] = saved + h
+            plus = cost()
+            params64[k][pos] = saved - h
+            minus = cost()
+            params64[k][pos] = saved
+            fd, got = (plus - minus) / (2 * h), float(grads[k][pos])
+            if abs(got - fd) > 2e-4 * abs(fd) + 2e-6:
+                failures.append('%s%s: %.7g vs finite difference %.7g' % (k, pos, got, fd))
+    return failures
+
+
+CONFIGS_TESTED = ['baseline', 'attentive']
+
+
+@pytest.mark.parametrize('config', CONFIGS_TESTED)
+def test_model_costs_equal_the_original_graph_and_numpy(tiny_models, config):
+    import numpy_reference as ref
+    options, fast, original = tiny_models(config)
+    batch = make_batch(11, n_src=options['n_words_src'], n_trg=options['n_words'])
+    got = fast.f_cost(*batch)
+    np.testing.assert_allclose(got, original.f_cost(*batch), rtol=1e-6, atol=1e-5)
+    exp = ref.cost_per_sentence(ref.as_dtype(fast.init, 'float64'), options, *batch)[0]
+    np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('config', CONFIGS_TESTED)
+def test_model_gradients_equal_the_original_graph_and_numpy(tiny_models, config):
+    import numpy_reference as ref
+    options, fast, original = tiny_models(config)
+    batch = make_batch(11, n_src=options['n_words_src'], n_trg=options['n_words'])
+    got = fast.f_grads(*batch)
+    for g, e in zip(got, original.f_grads(*batch)):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-7)
+    grads = dict(zip(fast.tparams.keys(), got))
+    failures = _finite_difference_failures(ref.as_dtype(fast.init, 'float64'), options,
+                                           batch, grads, [k for k in FD_PARAMS if k in grads])
+    assert not failures, '\n'.join(failures)
+
+
+@pytest.mark.parametrize('config', CONFIGS_TESTED)
+def test_one_model_adadelta_update_equals_the_original_graph_and_numpy(tiny_models, config):
+    import numpy_reference as ref
+    options, fast, original = tiny_models(config)
+    batch = make_batch(12, n_src=options['n_words_src'], n_trg=options['n_words'])
+    before = [fast.init[k] for k in fast.tparams]
+    for k, v in fast.init.items():
+        fast.tparams[k].set_value(v.copy())
+    grads = [g.astype('float64') for g in fast.f_grads(*batch)]   # at the initial values
+    after, after_original = fast.update(batch), original.update(batch)
+    zeros = [np.zeros_like(g) for g in grads]
+    exp = ref.adadelta_step([b.astype('float64') for b in before], grads, zeros, zeros)[0]
+    for k, b, a, ao, e in zip(fast.tparams, before, after, after_original, exp):
+        # the update itself (at most sqrt(1e-6 / 0.05) = 4.5e-3 a value) to 1e-6
+        np.testing.assert_allclose(a - b, ao - b, rtol=0, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(a - b, e - b, rtol=0, atol=1e-6, err_msg=k)
+
+
+def _output_layer_graph(original):
+    """Per-position costs of the output layer and the gradients of their
+    masked mean, built with or without fast_ops (original graph)."""
+    h, W, b = tensor.tensor3('h'), tensor.matrix('W'), tensor.vector('b')
+    y, m = tensor.matrix('y', dtype='int64'), tensor.matrix('m')
+    if original:
+        with fast_ops.original_graph():
+            cost = fast_ops.output_nll(h, W, b, y, m)
+    else:
+        cost = fast_ops.output_nll(h, W, b, y, m)
+    total = (cost * m).sum(0).mean()
+    return [h, W, b, y, m], [cost * m] + tensor.grad(total, [h, W, b])
+
+
+def _output_layer_batch(seed):
+    rng = np.random.RandomState(seed)
+    T, n, d, V = 6, 4, 5, 37
+    mask = np.zeros((T, n), dtype='float32')
+    for j, length in enumerate([6, 1, 3, 4]):
+        mask[:length, j] = 1.
+    y = rng.randint(0, V, size=(T, n)).astype('int64')
+    return [(rng.standard_normal((T, n, d)) * 2).astype('float32'),
+            (rng.standard_normal((d, V)) * 3).astype('float32'),
+            rng.standard_normal(V).astype('float32'), y, mask]
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_output_nll_equals_the_original_softmax_and_log(mode):
+    batch = _output_layer_batch(12)
+    inps, outs = _output_layer_graph(original=False)
+    got = theano.function(inps, outs, mode=mode)(*batch)
+    inps, outs = _output_layer_graph(original=True)
+    expected = theano.function(inps, outs)(*batch)
+    # costs and gradients: the same up to float32 rounding (the C code
+    # repeats Theano's operations; the NumPy code and the smaller products
+    # of the real positions only round differently)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6, atol=1e-6)
+    for g, e in zip(got[1:], expected[1:]):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    # padded positions cost nothing and get no gradient
+    assert np.all(got[0][batch[4] == 0] == 0) and np.all(got[1][batch[4] == 0] == 0)
+
+
+def test_output_nll_against_numpy_float64():
+    h, W, b, y, m = _output_layer_batch(13)
+    inps, outs = _output_layer_graph(original=False)
+    cost = theano.function(inps, outs[0])(h, W, b, y, m)
+    logits = h.astype('float64') @ W + b
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, y[..., None], -1)[..., 0] * m
+    np.testing.assert_allclose(cost, nll, rtol=1e-5, atol=1e-5)
+
+
+def _fused_adadelta_run(original, mode, steps=3):
+    """Three fused Adadelta updates of a small least-squares problem; the
+    parameters before and after each, and the accumulators at the end."""
+    from collections import OrderedDict
+    import optimizers
+    rng = np.random.RandomState(0)
+    init = OrderedDict([('A', rng.randn(3, 4).astype('float32')),
+                        ('b', rng.randn(4).astype('float32'))])
+    tparams = OrderedDict((k, theano.shared(v.copy(), name=k)) for k, v in init.items())
+    X, Y = tensor.matrix('X'), tensor.matrix('Y')
+    R = tensor.dot(X, tparams['A']) + tparams['b'] - Y
+    cost = 0.5 * (R ** 2).sum()
+    grads = tensor.grad(cost, wrt=list(tparams.values()))
+    state = OrderedDict()
+    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+        f, f_update = optimizers.adadelta(tensor.scalar('lr'), tparams, grads, [X, Y],
+                                          cost, state=state, fused=True,
+                                          mode=theano.compile.mode.get_mode(mode))
+    history = []
+    for _ in range(steps):
+        Xv, Yv = rng.randn(5, 3).astype('float32'), rng.randn(5, 4).astype('float32')
+        before = [p.get_value() for p in tparams.values()]
+        f(Xv, Yv)
+        f_update(np.float32(0.))
+        history.append((Xv, Yv, before, [p.get_value() for p in tparams.values()]))
+    return history, [v.get_value() for v in state.values()], f
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_adadelta_step_in_place_matches_the_reference(mode):
+    import numpy_reference as ref
+    history, state, f = _fused_adadelta_run(original=False, mode=mode)
+    _, orig_state, _ = _fused_adadelta_run(original=True, mode='FAST_RUN')
+    Eg2 = Edx2 = None
+    for Xv, Yv, before, after in history:
+        A, b = [v.astype('float64') for v in before]
+        Rv = Xv.astype('float64') @ A + b - Yv
+        grads = [Xv.T.astype('float64') @ Rv, Rv.sum(0)]
+        if Eg2 is None:
+            Eg2, Edx2 = [np.zeros_like(g) for g in grads], [np.zeros_like(g) for g in grads]
+        new, Eg2, Edx2 = ref.adadelta_step([A, b], grads, Eg2, Edx2)
+        for got, exp, old in zip(after, new, (A, b)):
+            np.testing.assert_allclose(got - old, exp - old, rtol=1e-4, atol=1e-7)
+    # the accumulators equal those of Theano's own fused graph to rounding
+    for got, exp in zip(state, orig_state):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-9)
+    if mode == 'FAST_RUN':   # the update is one in-place op per parameter
+        ops = [n.op for n in f.maker.fgraph.toposort()]
+        assert sum(isinstance(o, fast_ops.AdadeltaStep) and o.inplace for o in ops) == 2
+
+
+def _omp_set_num_threads(n):
+    """Set OpenMP's thread count of this process (False without libgomp)."""
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library('gomp')
+    if not name:
+        return False
+    ctypes.CDLL(name).omp_set_num_threads(int(n))
+    return True
+
+
+def test_two_threads_compute_the_same_numbers():
+    # sizes above fast_ops' threshold for going parallel (262,144 values)
+    att = _attention_inputs(21, T=8, N=40, k=1024)
+    x = (_arrays(24, (300, 1000)) * 3).astype('float32')
+    bias, y = _arrays(25, (1000,)), np.random.RandomState(26).randint(0, 1000, 300)
+    g = np.abs(_arrays(27, (300,)))
+    f_att = _attention_function(False, 'FAST_RUN', True)
+    tx, tbias, ty, tg = (tensor.matrix('x'), tensor.vector('bias'),
+                         tensor.vector('y', dtype='int64'), tensor.vector('g'))
+    outs = [fast_ops.SoftmaxNll()(tx, tbias, ty)] + fast_ops.SoftmaxNllGrad()(tg, tx, tbias, ty)
+    f_out = theano.function([tx, tbias, ty, tg], outs)
+    results = {}
+    for n in (1, 2):
+        if not _omp_set_num_threads(n):
+            pytest.skip('no libgomp')
+        results[n] = f_att(*att) + f_out(x, bias, y.astype('int64'), g)
+    _omp_set_num_threads(1)
+    # per-sample and per-row work: identical; d U_att and d b are sums of the
+    # threads' double partial sums: the same to float32 rounding
+    for i, (one, two) in enumerate(zip(results[1], results[2])):
+        if i in (4, 8):
+            np.testing.assert_allclose(one, two, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(one, two)
