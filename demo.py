@@ -1,61 +1,66 @@
-"""End-to-end demo: baseline vs. self-attentive residual decoder on a toy task.
+"""End-to-end demo: the dl4mt baseline and the attentive residual decoder on a toy task.
 
-    .venv/bin/python demo.py [--minutes M] [--out DIR]
+    .venv/bin/python demo.py [--out DIR]                  # one run
+    .venv/bin/python demo.py --seeds 1,2,3 --out DIR      # three runs: mean and spread
 
-On a CPU, in about ten minutes (plus Theano's one-off C compilation on a
-fresh machine):
+1. generates the synthetic corpus of ``toy_corpus.py`` (reordering, and a
+   target verb that agrees with its subject noun 3-10 tokens earlier) into
+   DIR/data and builds its dictionaries;
+2. trains the two models at the same time (one nmt.py process each, same
+   settings and seed), validating every ``--valid_every`` updates.  Each one
+   stops as soon as it has converged by the rule of ``convergence.py`` (its
+   validation cost per target token is below ``--target_cost``, or has stopped
+   improving), or when its budget (``--max_updates``, ``--minutes``) is
+   spent: "out of budget".  The model evaluated is the last checkpoint (the
+   parameters with the best validation cost);
+3. translates the test set with each model (beam 5, length-normalised, with
+   the attention weights), and scores it: BLEU (``bleu.corpus_bleu_tokenized``,
+   multi-bleu.perl on the toy tokens), subject-verb agreement overall and by
+   distance (``toy_corpus.agreement_by_distance``), exact matches;
+4. prints the table and a few translations next to their reference, and writes
+   DIR/results.json, the chart DIR/results.png (validation curves, BLEU,
+   agreement by distance) and DIR/attention.png (``analyze.py matrix``: the
+   attention over the source and over the previous words for one test
+   sentence, the models side by side).
 
-1. generates the synthetic corpus of ``toy_corpus.py`` (reordering and
-   long-distance subject-verb agreement on the target side) into DIR/data and
-   builds its dictionaries;
-2. trains, one after the other with the same settings and seed, the
-   dl4mt baseline (``--decoder gru_cond``) and the attentive residual decoder
-   (``--decoder gru_cond_residual --residual attentive --att_scoring content``),
-   each for M minutes of training (default 4; Theano's compilation is not
-   counted); nmt.py's progress lines are shown live, prefixed with the model
-   name, with the time left of the budget in place of nmt.py's own ETA.
-   Once the budget is spent, training stops cleanly at the next checkpoint
-   (nmt.py saves every ``--save_every`` updates the parameters with the best
-   validation cost so far); that checkpoint is the model that is evaluated;
-3. translates the test set with each model (beam 5, length-normalised
-   scores), scores it with sacreBLEU (``tokenize='none'``: the toy text is
-   already tokenised, so BLEU is computed on its own tokens) and with
-   ``toy_corpus.agreement_stats`` (main-verb / subject-noun agreement);
-4. prints a table (parameters, BLEU, agreement, updates, training time) and
-   saves it as DIR/results.json and a bar chart DIR/results.png.
-
-Any failing step stops the demo with one ``error: ...`` line on stderr and
-exit status 1.
+Theano runs with ``optimizer=fast_compile`` (see DEMO_THEANO_FLAGS); flags in
+THEANO_FLAGS win.  Any failing step stops the demo with one ``error: ...``
+line on stderr and exit status 1.
 """
 import argparse
+import concurrent.futures
+import copy
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
-import toy_corpus  # noqa: E402  (no Theano import in this process)
+import demo_report  # noqa: E402  (no Theano import in this process)
+import toy_corpus  # noqa: E402
+from bleu import corpus_bleu_tokenized  # noqa: E402
+from convergence import ConvergenceRule  # noqa: E402
 from text_io import read_lines  # noqa: E402
 
-# the decoder variants the demo compares (names of layers.VARIANTS)
-MODELS = ('baseline', 'attentive')
-
-
-def model_spec(name):
-    """(label, nmt.py flags) of a decoder variant, from the registry."""
-    import layers
-    from train_pair import decoder_flags
-    return layers.VARIANTS[name].label, decoder_flags(name)
-
-
+DEFAULT_MODELS = ('baseline', 'attentive')
+# Graph optimisations of Theano's fast_compile level, C code for every op:
+# less to compile on an empty cache than the default fast_run (the speed-up and
+# the training speed were not measured side by side on a quiet machine).
+DEMO_THEANO_FLAGS = 'optimizer=fast_compile'
 NON_PARAMS = {'history_errs', 'uidx'}
-PROGRESS_RE = re.compile(r'^Epoch (\d+) Update (\d+) Cost (\S+) UD \S+ \| (.*?)( ETA \S+)?$')
+PROGRESS_RE = re.compile(r'^Epoch (\d+) Update (\d+) Cost (\S+) UD \S+ \| (\S+) upd/s')
+VALID_RE = re.compile(r'^Valid (\S+)$')
 SAVE_RE = re.compile(r'^Saving the model at update (\d+)\.\.\. Done')
+END_RE = re.compile(r'^(Finishing after|Early Stop)')
+
+_print_lock = threading.Lock()
 
 
 class DemoError(Exception):
@@ -63,28 +68,59 @@ class DemoError(Exception):
 
 
 def log(msg=''):
-    print(msg, flush=True)
+    with _print_lock:
+        print(msg, flush=True)
 
 
-def _fmt_time(seconds):
+def fmt_time(seconds):
     seconds = int(round(max(seconds, 0)))
     return '%d:%02d' % (seconds // 60, seconds % 60)
 
 
+def child_env():
+    env = dict(os.environ, PYTHONUNBUFFERED='1')
+    user = env.get('THEANO_FLAGS', '')
+    env['THEANO_FLAGS'] = DEMO_THEANO_FLAGS + (',' + user if user else '')
+    return env
+
+
+class Children(object):
+    """The running subprocesses, so that a failure or Ctrl-C ends them all."""
+
+    def __init__(self):
+        self.lock, self.procs, self.closed = threading.Lock(), [], False
+
+    def start(self, cmd, **kwargs):
+        with self.lock:
+            if self.closed:
+                raise DemoError('stopped')
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), **kwargs)
+            self.procs.append(proc)
+            return proc
+
+    def kill_all(self):
+        with self.lock:
+            self.closed = True
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.kill()
+
+
 def run_quiet(cmd, what):
     """Run a short command; its output is shown only when it fails."""
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=child_env())
     if proc.returncode != 0:
         lines = (proc.stderr.strip() or proc.stdout.strip() or '').splitlines()
-        detail = lines[-1] if lines else 'exit status %d' % proc.returncode
-        raise DemoError('%s failed: %s' % (what, detail))
+        raise DemoError('%s failed: %s' % (what, lines[-1] if lines
+                                           else 'exit status %d' % proc.returncode))
     return proc
 
 
-def child_env():
-    env = dict(os.environ)
-    env['PYTHONUNBUFFERED'] = '1'
-    return env
+def last_error(lines, rc):
+    err = [l for l in lines if l.startswith('error:')]
+    if err:
+        return err[-1][len('error:'):].strip()
+    return lines[-1] if lines else 'exit status %d' % rc
 
 
 # ---------------------------------------------------------------- step 1
@@ -102,92 +138,153 @@ def make_data(args, data_dir):
     for side in ('src', 'trg'):
         with open(os.path.join(data_dir, 'train.%s.json' % side), encoding='utf-8') as f:
             sizes.append(len(json.load(f)))
-    log('dictionaries: %d source words, %d target words (with eos and UNK)' % tuple(sizes))
-    return sizes
+    dev = read_lines(os.path.join(data_dir, 'dev.trg'))
+    tokens = sum(len(line.split()) + 1 for line in dev) / len(dev)  # words and <eos>
+    log('dictionaries: %d source words, %d target words (with eos and UNK); '
+        '%.2f target tokens per validation sentence' % (sizes[0], sizes[1], tokens))
+    return {'n_words_src': sizes[0], 'n_words': sizes[1], 'dev_tokens_per_sentence': tokens}
 
 
 # ---------------------------------------------------------------- step 2
-def train_command(args, name, extra, data_dir, model_path, n_src, n_trg):
-    d = lambda f: os.path.join(data_dir, f)  # noqa: E731
+def variant_flags(name):
+    """(table label, nmt.py flags) of a decoder variant of the registry."""
+    import layers
+    from train_pair import decoder_flags
+    return layers.VARIANTS[name].label, decoder_flags(name)
+
+
+def train_command(args, run, data):
+    d = lambda f: os.path.join(args.data_dir, f)  # noqa: E731
     return ([sys.executable, '-u', os.path.join(ROOT, 'nmt.py'),
-             '--model', model_path,
+             '--model', run['model'],
              '--datasets', d('train.src'), d('train.trg'),
              '--dictionaries', d('train.src.pkl'), d('train.trg.pkl'),
              '--valid_datasets', d('dev.src'), d('dev.trg'),
              '--dim_word', str(args.dim_word), '--dim', str(args.dim),
-             '--n_words_src', str(n_src), '--n_words', str(n_trg),
+             '--n_words_src', str(data['n_words_src']), '--n_words', str(data['n_words']),
              '--maxlen', '30', '--batch_size', str(args.batch_size),
-             '--valid_batch_size', '64',
+             '--valid_batch_size', '100',
              '--optimizer', args.optimizer, '--lrate', str(args.lrate),
              '--clip_c', str(args.clip_c),
-             '--validFreq', str(args.save_every), '--saveFreq', str(args.save_every),
+             '--validFreq', str(args.valid_every), '--saveFreq', str(args.valid_every),
              '--sampleFreq', '100000000', '--dispFreq', str(args.disp_every),
+             '--patience', '1000000',  # the demo's own rule decides
              '--finish_after', str(args.max_updates), '--seed', str(args.seed),
-             '--overwrite'] + extra)
+             '--overwrite'] + run['flags'])
 
 
-def train(args, name, extra, data_dir, model_path, n_src, n_trg):
-    """Train until the budget is spent, then stop at the next checkpoint."""
-    for suffix in ('', '.json', '.pkl', '.resume.npz'):  # always start afresh
-        if os.path.exists(model_path + suffix):
-            os.remove(model_path + suffix)
-    cmd = train_command(args, name, extra, data_dir, model_path, n_src, n_trg)
-    budget = args.minutes * 60.0
-    prefix = '[%s] ' % name
-    t_launch = time.time()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            env=child_env())
-    t_start = None          # start of the optimisation (after compilation)
-    stopped = False
-    ckpt_update, ckpt_time, last_update = None, None, 0
-    tail = []
-    try:
-        for raw in proc.stdout:
+class Training(object):
+    """Follows one nmt.py run line by line: progress, validations, the
+    stopping rule; ends it (SIGTERM) at the checkpoint after it has converged
+    or its time is spent."""
+
+    def __init__(self, args, run, data, proc):
+        self.args, self.run, self.proc = args, run, proc
+        self.tokens = data['dev_tokens_per_sentence']
+        self.rule = ConvergenceRule(args.target_cost, args.plateau_window,
+                                    args.plateau_gain)
+        self.prefix = '[%s] ' % run['name']
+        self.t_launch, self.t_start = time.time(), None
+        self.updates = self.ckpt_update = 0
+        self.rate = None
+        self.history = []          # (update, validation cost per token)
+        self.status = self.reason = None
+        self.stopping = self.ended = False
+        self.tail = []
+
+    def elapsed(self):
+        return time.time() - self.t_start if self.t_start else 0.0
+
+    def budget_left(self):
+        return self.args.minutes * 60.0 - self.elapsed()
+
+    def follow(self):
+        for raw in self.proc.stdout:
             line = raw.rstrip('\n')
-            if not line.strip():
-                continue
-            tail = (tail + [line])[-20:]
-            now = time.time()
-            if line.startswith('Optimization') and t_start is None:
-                t_start = now
-                log(prefix + 'compilation and setup took %s; training for %s'
-                    % (_fmt_time(now - t_launch), _fmt_time(budget)))
-                continue
-            m = PROGRESS_RE.match(line)
-            if m and t_start is not None:
-                last_update = int(m.group(2))
-                left = budget - (now - t_start)
-                log(prefix + 'epoch %s update %5d cost %7.3f | %s | %s'
-                    % (m.group(1), last_update, float(m.group(3)), m.group(4),
-                       ('%s left' % _fmt_time(left)) if left > 0
-                       else 'budget spent, stopping at the next checkpoint'))
-                continue
-            log(prefix + line)
-            m = SAVE_RE.match(line)
-            if m:
-                ckpt_update, ckpt_time = int(m.group(1)), now - t_start
-                if not stopped and now - t_start >= budget:
-                    proc.send_signal(signal.SIGINT)
-                    stopped = True
-        rc = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    if rc != 0 and not (stopped and rc == 130):
-        err = [l for l in tail if l.startswith('error:')]
-        raise DemoError('training %s failed: %s'
-                        % (name, err[-1][len('error:'):].strip() if err
-                           else (tail[-1] if tail else 'exit status %d' % rc)))
-    if not os.path.exists(model_path):
-        raise DemoError('training %s wrote no model file %s' % (name, model_path))
-    if not stopped:  # finished by itself (finish_after or early stopping)
-        ckpt_update = max(last_update, ckpt_update or 0)
-        ckpt_time = time.time() - (t_start or t_launch)
-    return {'updates': ckpt_update, 'train_seconds': round(ckpt_time, 1),
-            'setup_seconds': round((t_start or t_launch) - t_launch, 1),
-            'stopped_by_budget': stopped}
+            if line.strip():
+                self.tail = (self.tail + [line])[-20:]
+                self.on_line(line)
+        return self.proc.wait()
+
+    def on_line(self, line):
+        if line.startswith('Optimization') and self.t_start is None:
+            self.t_start = time.time()
+            log(self.prefix + 'compiled and set up in %s; training'
+                % fmt_time(self.t_start - self.t_launch))
+            return
+        m = PROGRESS_RE.match(line)
+        if m:
+            self.updates, self.rate = int(m.group(2)), float(m.group(4))
+            log(self.prefix + 'update %5d  cost %7.3f  %s upd/s  %s of budget left'
+                % (self.updates, float(m.group(3)), m.group(4), fmt_time(self.budget_left())))
+            return
+        if END_RE.match(line):
+            self.ended = True
+        m = VALID_RE.match(line)
+        if m:
+            if not self.ended:
+                self.on_validation(float(m.group(1)))
+            return
+        m = SAVE_RE.match(line)
+        if m:
+            self.ckpt_update = int(m.group(1))
+            self.on_checkpoint()
+            return
+        if not line.startswith(('Loading data', 'Building', 'Compiled in', 'Seen ')):
+            log(self.prefix + line)
+
+    def on_validation(self, cost):
+        update = (len(self.history) + 1) * self.args.valid_every
+        per_token = cost / self.tokens
+        self.history.append((update, round(per_token, 6)))
+        reason = self.rule.add(per_token)
+        log(self.prefix + 'validation at update %d: %.4f nats/token (converged below %g)'
+            % (update, per_token, self.args.target_cost))
+        if reason and self.status is None:
+            self.status, self.reason = 'converged', reason
+            log(self.prefix + 'converged: ' + reason)
+
+    def on_checkpoint(self):
+        if self.status is None and self.budget_left() <= 0:
+            self.status = 'out of budget'
+            self.reason = 'not converged after %s of training' % fmt_time(self.elapsed())
+            log(self.prefix + self.reason)
+        if self.status is not None and not self.stopping:
+            self.stopping = True
+            # the checkpoint is on disk ('... Done'): end the run there.  Not
+            # SIGINT: a job started in the background inherits it ignored.
+            self.proc.send_signal(signal.SIGTERM)
+
+    def result(self, rc):
+        if rc != 0 and not (self.stopping and rc in (130, -signal.SIGTERM)):
+            raise DemoError('training %s failed: %s' % (self.run['name'],
+                                                        last_error(self.tail, rc)))
+        if not os.path.exists(self.run['model']):
+            raise DemoError('training %s wrote no model file' % self.run['name'])
+        if self.status is None:   # nmt.py ended by itself: --finish_after
+            self.status = 'out of budget'
+            self.reason = 'not converged after %d updates' % self.ckpt_update
+        best = min(c for _, c in self.history) if self.history else None
+        return {'status': self.status, 'status_reason': self.reason,
+                'updates': self.ckpt_update, 'train_seconds': round(self.elapsed(), 1),
+                'setup_seconds': round((self.t_start or time.time()) - self.t_launch, 1),
+                'updates_per_second': self.rate, 'valid_history': self.history,
+                'best_valid_cost': best}
+
+
+def train(args, run, data, children):
+    for suffix in ('', '.json', '.pkl', '.resume.npz'):  # always start afresh
+        if os.path.exists(run['model'] + suffix):
+            os.remove(run['model'] + suffix)
+    proc = children.start(train_command(args, run, data), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, bufsize=1)
+    training = Training(args, run, data, proc)
+    rc = training.follow()
+    info = training.result(rc)
+    log('[%s] %s (%s): model of update %d, %s of training'
+        % (run['name'], info['status'], info['status_reason'], info['updates'],
+           fmt_time(info['train_seconds'])))
+    return info
 
 
 def count_params(model_path):
@@ -197,238 +294,263 @@ def count_params(model_path):
 
 
 # ---------------------------------------------------------------- step 3
-def translate(args, name, data_dir, model_path, out_path):
+def translate(args, run, children):
+    d = lambda f: os.path.join(args.data_dir, f)  # noqa: E731
     cmd = [sys.executable, os.path.join(ROOT, 'translate.py'), '-k', str(args.beam), '-n',
-           '-p', str(args.jobs), '--maxlen', '60', model_path,
-           os.path.join(data_dir, 'train.src.pkl'), os.path.join(data_dir, 'train.trg.pkl'),
-           os.path.join(data_dir, 'test.src'), out_path]
+           '-p', '1', '--maxlen', '60', '--alignments', run['alignments'], run['model'],
+           d('train.src.pkl'), d('train.trg.pkl'), d('test.src'), run['hypotheses']]
     t0 = time.time()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=child_env())
-    prefix = '[%s] ' % name
-    buf, last, errors = b'', '', []
-    tty = sys.stdout.isatty()
-    try:
-        while True:
-            chunk = proc.stderr.read1(4096) if hasattr(proc.stderr, 'read1') \
-                else proc.stderr.read(1)
-            if not chunk:
-                break
-            buf += chunk
-            parts = re.split(rb'[\r\n]', buf)
-            buf = parts.pop()
-            for part in parts:
-                text = part.decode('utf-8', 'replace').strip()
-                if not text:
-                    continue
-                if text.startswith('translated'):
-                    last = text
-                    if tty:
-                        sys.stdout.write('\r' + prefix + text)
-                        sys.stdout.flush()
-                else:
-                    errors.append(text)
-        rc = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    if tty and last:
-        sys.stdout.write('\r')
-    if last:
-        log(prefix + last + ' (%s)' % _fmt_time(time.time() - t0))
-    if rc != 0 or not os.path.exists(out_path):
-        err = [e for e in errors if e.startswith('error:')]
+    proc = children.start(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    errors = [l.strip() for l in re.split(r'[\r\n]', proc.stderr.read().decode(
+        'utf-8', 'replace')) if l.strip()]
+    rc = proc.wait()
+    if rc != 0 or not os.path.exists(run['hypotheses']):
         raise DemoError('translating with %s failed: %s'
-                        % (name, err[-1][len('error:'):].strip() if err
-                           else (errors[-1] if errors else 'exit status %d' % rc)))
-    return round(time.time() - t0, 1)
+                        % (run['name'], last_error(errors, rc)))
+    seconds = time.time() - t0
+    log('[%s] translated the test set in %s' % (run['name'], fmt_time(seconds)))
+    return round(seconds, 1)
 
 
 def score(data_dir, hyp_path):
-    import sacrebleu
     src = read_lines(os.path.join(data_dir, 'test.src'))
     ref = read_lines(os.path.join(data_dir, 'test.trg'))
-    hyp = read_lines(hyp_path)
+    hyp = read_lines(hyp_path, allow_empty=True)
     if len(hyp) != len(ref):
         raise DemoError('%s has %d lines, the reference %d' % (hyp_path, len(hyp), len(ref)))
-    bleu = sacrebleu.corpus_bleu(hyp, [ref], tokenize='none', force=True)
-    agr = toy_corpus.agreement_stats(src, hyp)
+    bleu = corpus_bleu_tokenized(hyp, ref)
     exact = sum(h.split() == r.split() for h, r in zip(hyp, ref)) / len(ref)
-    return {'bleu': round(bleu.score, 2), 'bleu_signature': str(bleu.format(signature=True)),
-            'agreement': agr, 'exact_match': round(exact, 4)}
+    return {'bleu': round(bleu['bleu'], 2), 'bleu_details': bleu,
+            'agreement': toy_corpus.agreement_stats(src, hyp),
+            'agreement_by_distance': toy_corpus.agreement_by_distance(src, hyp, ref),
+            'exact_match': round(exact, 4)}
+
+
+def model_pipeline(args, run, data, children):
+    """Train, translate and score one model (runs in its own thread)."""
+    run.update(train(args, run, data, children))
+    run['params'] = count_params(run['model'])
+    run['translate_seconds'] = translate(args, run, children)
+    run.update(score(args.data_dir, run['hypotheses']))
+    log('[%s] BLEU %.2f, agreement %.1f%%, exact match %.1f%%'
+        % (run['name'], run['bleu'], 100 * run['agreement']['accuracy'],
+           100 * run['exact_match']))
+    return run
+
+
+def run_models(args, data):
+    """All models at once, one thread (and one process at a time) each."""
+    runs = []
+    for name in args.models:
+        label, flags = variant_flags(name)
+        base = os.path.join(args.out, name)
+        runs.append({'name': name, 'label': label, 'flags': flags, 'model': base + '.npz',
+                     'hypotheses': base + '.test.trg', 'alignments': base + '.test.jsonl'})
+        log('[%s] %s: nmt.py %s' % (name, label, ' '.join(flags)))
+    children = Children()
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        futures = [pool.submit(model_pipeline, args, r, data, children) for r in runs]
+        try:
+            pending = futures
+            while pending:  # short waits: Ctrl-C reaches this thread
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=0.5, return_when=concurrent.futures.FIRST_EXCEPTION)
+                for f in done:
+                    f.result()
+        except BaseException:
+            children.kill_all()
+            raise
+    return runs
 
 
 # ---------------------------------------------------------------- step 4
-def print_table(rows):
-    head = ['model', 'params', 'BLEU', 'agreement', 'correct/sites', 'missing',
-            'exact', 'updates', 'train time']
-    body = []
-    for r in rows:
-        a = r['agreement']
-        body.append([r['label'], '{:,}'.format(r['params']), '%.2f' % r['bleu'],
-                     '%.1f%%' % (100 * a['accuracy']),
-                     '%d/%d' % (a['correct'], a['sites']), str(a['missing']),
-                     '%.1f%%' % (100 * r['exact_match']), str(r['updates']),
-                     _fmt_time(r['train_seconds'])])
-    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-    sep = '+'.join('-' * (w + 2) for w in widths)
-    fmt = lambda cells: ' | '.join(  # noqa: E731
-        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    log(' ' + fmt(head))
-    log('-' + sep + '-')
-    for b in body:
-        log(' ' + fmt(b))
+def attention_figure(args, runs, index, png):
+    labels = ','.join(r['label'].replace(',', ' ') for r in runs)
+    run_quiet([sys.executable, os.path.join(ROOT, 'analyze.py'), 'matrix']
+              + [r['alignments'] for r in runs]
+              + ['--labels', labels, '--source', os.path.join(args.data_dir, 'test.src'),
+                 '-i', str(index), '--png', png], 'drawing the attention figure')
 
 
-def plot(rows, path):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    labels = [r['label'] for r in rows]
-    colors = ['#7f7f7f', '#1f77b4', '#ff7f0e', '#2ca02c'][:len(rows)]
-    panels = [('BLEU (test)', [r['bleu'] for r in rows], '%.1f'),
-              ('agreement accuracy (%)', [100 * r['agreement']['accuracy'] for r in rows],
-               '%.1f'),
-              ('exact match (%)', [100 * r['exact_match'] for r in rows], '%.1f')]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6))
-    for ax, (title, values, fmt) in zip(axes, panels):
-        bars = ax.bar(range(len(values)), values, color=colors)
-        ax.set_xticks(range(len(values)))
-        ax.set_xticklabels(labels, fontsize=8)
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(0, max(100.0, max(values) * 1.1) if 'agreement' in title or
-                    'exact' in title else max(values + [1.0]) * 1.2)
-        for b, v in zip(bars, values):
-            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), fmt % v,
-                    ha='center', va='bottom', fontsize=9)
-    fig.suptitle('toy corpus, %s of training per model'
-                 % _fmt_time(max(r['train_seconds'] for r in rows)), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def load_average():
+    """The 1-minute load average (timings on a shared machine mean little
+    without it)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def settings(args):
+    keys = ('train', 'dev', 'test', 'data_seed', 'seed', 'dim_word', 'dim', 'batch_size',
+            'optimizer', 'lrate', 'clip_c', 'valid_every', 'target_cost', 'plateau_window',
+            'plateau_gain', 'max_updates', 'minutes', 'beam')
+    return {k: getattr(args, k) for k in keys}
+
+
+def write_json(path, obj):
+    try:
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(obj, f, indent=2)
+            f.write('\n')
+    except OSError as e:
+        raise DemoError('cannot write %s: %s' % (path, e.strerror or e))
+
+
+def run(args):
+    """One demo run into args.out; returns the results dict."""
+    t0, cpu0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    load0 = load_average()
+    args.out = os.path.abspath(args.out)
+    args.data_dir = os.path.join(args.out, 'data')
+    try:
+        os.makedirs(args.data_dir, exist_ok=True)
+    except OSError as e:
+        raise DemoError('cannot create %s: %s' % (args.data_dir, e.strerror or e))
+    data = make_data(args, args.data_dir)
+    log('')
+    log('== 2-3. training the models side by side (converged: validation cost below %g '
+        'nats/token, or no %g%% gain in %d validations; budget: %d updates or %s), '
+        'then translating the test set'
+        % (args.target_cost, 100 * args.plateau_gain, args.plateau_window,
+           args.max_updates, fmt_time(args.minutes * 60)))
+    runs = run_models(args, data)
+
+    d = lambda f: os.path.join(args.data_dir, f)  # noqa: E731
+    src, ref = read_lines(d('test.src')), read_lines(d('test.trg'))
+    hyps = {r['name']: read_lines(r['hypotheses'], allow_empty=True) for r in runs}
+    index = (args.figure_sentence if args.figure_sentence is not None
+             else demo_report.figure_sentence(ref))
+    files = {'results': os.path.join(args.out, 'results.json'),
+             'chart': os.path.join(args.out, 'results.png'),
+             'attention': os.path.join(args.out, 'attention.png')}
+    attention_figure(args, runs, index, files['attention'])
+    demo_report.plot_results(runs, args.target_cost, files['chart'])
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    results = {
+        'settings': settings(args), 'theano_flags': child_env()['THEANO_FLAGS'],
+        'data': data,
+        'reference_agreement': toy_corpus.agreement_stats(src, ref),
+        'reference_agreement_by_distance': toy_corpus.agreement_by_distance(src, ref, ref),
+        'models': runs,
+        'examples': demo_report.pick_examples(src, ref, hyps, args.examples),
+        'figure_sentence': index,
+        'total_seconds': round(time.time() - t0, 1),
+        'load_average': {'start': load0, 'end': load_average()},
+        'children_cpu_seconds': round(cpu.ru_utime + cpu.ru_stime
+                                      - cpu0.ru_utime - cpu0.ru_stime, 1),
+        'files': files,
+    }
+    write_json(files['results'], results)
+    log('')
+    demo_report.print_report(results, log)
+    log('')
+    log('total time %s (%s CPU in the subprocesses; 1-minute load average %.1f at the '
+        'start, %.1f at the end); wrote %s, %s and %s'
+        % (fmt_time(results['total_seconds']), fmt_time(results['children_cpu_seconds']),
+           load0, results['load_average']['end'], files['results'], files['chart'],
+           files['attention']))
+    return results
+
+
+def run_seeds(args):
+    """The demo once per seed (data and training), then mean and spread."""
+    out, all_results = os.path.abspath(args.out), []
+    for seed in args.seeds:
+        a = copy.copy(args)
+        a.seed = a.data_seed = seed
+        a.out = os.path.join(out, 'seed-%d' % seed)
+        log('######## seed %d -> %s' % (seed, a.out))
+        all_results.append(run(a))
+        log('')
+    summary = demo_report.seed_summary(all_results)
+    table = demo_report.seed_table(summary)
+    write_json(os.path.join(out, 'seeds.json'), summary)
+    log('== %d runs (seeds %s): mean and standard deviation'
+        % (len(args.seeds), ', '.join(map(str, args.seeds))))
+    log(table)
+    return summary
 
 
 # ---------------------------------------------------------------- main
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--minutes', type=float, default=4.0,
-                   help='training time budget per model, in minutes (default 4; '
-                        'compilation not counted)')
-    p.add_argument('--out', default='demo_output',
-                   help='output folder (default demo_output/)')
-    g = p.add_argument_group('tuning (defaults are what the demo was tuned with)')
+    p.add_argument('--out', default='demo_output', help='output folder (default demo_output/)')
+    p.add_argument('--seeds', help='comma-separated seeds: one run each (data and '
+                   'training seed), into OUT/seed-N, then mean and spread of each figure')
+    p.add_argument('--models', default=','.join(DEFAULT_MODELS),
+                   help='comma-separated decoder variants (layers.VARIANTS), trained '
+                        'side by side (default %(default)s)')
+    g = p.add_argument_group('stopping rule and budget')
+    g.add_argument('--target_cost', type=float, default=0.02,
+                   help='converged once the validation cost is at most this many nats '
+                        'per target token (default %(default)s)')
+    g.add_argument('--plateau_window', type=int, default=10,
+                   help='... or once the best validation cost has improved by less than '
+                        '--plateau_gain in this many validations (default %(default)s)')
+    g.add_argument('--plateau_gain', type=float, default=0.02,
+                   help='relative gain (default %(default)s)')
+    g.add_argument('--max_updates', type=int, default=4000,
+                   help='out of budget after this many updates (default %(default)s)')
+    g.add_argument('--minutes', type=float, default=20.0,
+                   help='... or this many minutes of training per model, compilation not '
+                        'counted (default %(default)s)')
+    g.add_argument('--valid_every', type=int, default=100,
+                   help='validation and checkpoint frequency, updates (default %(default)s)')
+    g = p.add_argument_group('corpus and model (defaults are what the demo was tuned with)')
     g.add_argument('--train', type=int, default=20000, help='training pairs')
     g.add_argument('--dev', type=int, default=300, help='validation pairs')
     g.add_argument('--test', type=int, default=300, help='test pairs')
     g.add_argument('--data_seed', type=int, default=1)
-    g.add_argument('--seed', type=int, default=1234, help='training seed (both models)')
+    g.add_argument('--seed', type=int, default=1234, help='training seed (every model)')
     g.add_argument('--dim_word', type=int, default=64)
     g.add_argument('--dim', type=int, default=64)
-    g.add_argument('--batch_size', type=int, default=64)
-    g.add_argument('--clip_c', type=float, default=-1.0,
-                   help='gradient norm clipping (<= 0: none)')
+    g.add_argument('--batch_size', type=int, default=128)
     g.add_argument('--optimizer', default='adadelta')
     g.add_argument('--lrate', type=float, default=0.01,
                    help='learning rate (unused by adadelta)')
-    g.add_argument('--save_every', type=int, default=100,
-                   help='validation and checkpoint frequency, in updates')
-    g.add_argument('--disp_every', type=int, default=50)
-    g.add_argument('--max_updates', type=int, default=9999999,
-                   help='also stop after this many updates')
+    g.add_argument('--clip_c', type=float, default=-1.0,
+                   help='gradient norm clipping (<= 0: none)')
+    g.add_argument('--disp_every', type=int, default=100)
     g.add_argument('--beam', type=int, default=5)
-    g.add_argument('--jobs', type=int, default=min(4, os.cpu_count() or 1),
-                   help='translation processes (default: CPUs, at most 4)')
-    g.add_argument('--models', default='baseline,attentive',
-                   help='comma-separated subset of baseline,attentive')
+    g.add_argument('--examples', type=int, default=4, help='translations shown')
+    g.add_argument('--figure_sentence', type=int,
+                   help='test sentence of the attention figure (default: chosen)')
     args = p.parse_args(argv)
-    if args.minutes <= 0:
-        p.error('--minutes must be positive')
-    names = list(MODELS)
-    args.models = [m.strip() for m in args.models.split(',') if m.strip()]
-    bad = [m for m in args.models if m not in names]
-    if bad or not args.models:
-        p.error('--models: choose from %s' % ', '.join(names))
-    for key in ('train', 'dev', 'test', 'dim_word', 'dim', 'batch_size', 'save_every',
-                'disp_every', 'max_updates', 'beam', 'jobs'):
-        if getattr(args, key) < 1:
-            p.error('--%s must be at least 1' % key)
+    check_args(p, args)
     return args
 
 
-def run(args):
-    t0 = time.time()
-    out = os.path.abspath(args.out)
-    data_dir = os.path.join(out, 'data')
-    try:
-        os.makedirs(data_dir, exist_ok=True)
-    except OSError as e:
-        raise DemoError('cannot create %s: %s' % (data_dir, e.strerror or e))
-    n_src, n_trg = make_data(args, data_dir)
-
-    rows = []
-    models = [m for m in MODELS if m in args.models]
-    for i, name in enumerate(models):
-        label, extra = model_spec(name)
-        log('')
-        log('== 2.%d training %s (%s) for %s'
-            % (i + 1, name, ' '.join(extra), _fmt_time(args.minutes * 60)))
-        model_path = os.path.join(out, '%s.npz' % name)
-        info = train(args, name, extra, data_dir, model_path, n_src, n_trg)
-        log('[%s] model of update %s after %s of training -> %s'
-            % (name, info['updates'], _fmt_time(info['train_seconds']), model_path))
-        rows.append(dict(name=name, label=label, options=extra, model=model_path,
-                         params=count_params(model_path), **info))
-
-    log('')
-    log('== 3. translating %s (beam %d, normalised) and scoring'
-        % (os.path.join(data_dir, 'test.src'), args.beam))
-    for r in rows:
-        hyp = os.path.join(out, '%s.test.trg' % r['name'])
-        r['translate_seconds'] = translate(args, r['name'], data_dir, r['model'], hyp)
-        r['hypotheses'] = hyp
-        r.update(score(data_dir, hyp))
-        log('[%s] BLEU %.2f, agreement %.1f%% (%d/%d produced sites correct, %d missing)'
-            % (r['name'], r['bleu'], 100 * r['agreement']['accuracy'],
-               r['agreement']['correct'], r['agreement']['sites'] - r['agreement']['missing'],
-               r['agreement']['missing']))
-
-    ref_agr = toy_corpus.agreement_stats(read_lines(os.path.join(data_dir, 'test.src')),
-                                         read_lines(os.path.join(data_dir, 'test.trg')))
-    total = time.time() - t0
-    results = {
-        'settings': {k: getattr(args, k) for k in (
-            'minutes', 'train', 'dev', 'test', 'data_seed', 'seed', 'dim_word', 'dim',
-            'batch_size', 'optimizer', 'clip_c', 'save_every', 'beam')},
-        'bleu_tokenize': 'none',
-        'reference_agreement': ref_agr,
-        'models': rows,
-        'total_seconds': round(total, 1),
-    }
-    results_path = os.path.join(out, 'results.json')
-    png_path = os.path.join(out, 'results.png')
-    try:
-        with open(results_path, 'w', encoding='utf-8') as f:
-            json.dump(results, f, indent=2)
-            f.write('\n')
-    except OSError as e:
-        raise DemoError('cannot write %s: %s' % (results_path, e.strerror or e))
-    plot(rows, png_path)
-
-    log('')
-    log('== 4. results on %d test sentences (%d agreement sites; sacreBLEU, '
-        'tokenize=none; agreement = correct / produced sites)'
-        % (args.test, ref_agr['sites']))
-    print_table(rows)
-    log('')
-    log('total time %s; wrote %s and %s' % (_fmt_time(total), results_path, png_path))
-    return results
+def check_args(p, args):
+    import layers
+    args.models = [m.strip() for m in args.models.split(',') if m.strip()]
+    bad = [m for m in args.models if m not in layers.VARIANTS]
+    if bad or not args.models or len(set(args.models)) != len(args.models):
+        p.error('--models: distinct names from %s' % ', '.join(layers.VARIANTS))
+    if args.seeds is not None:
+        try:
+            args.seeds = [int(s) for s in args.seeds.split(',')]
+        except ValueError:
+            p.error('--seeds: comma-separated integers')
+        if not args.seeds or len(set(args.seeds)) != len(args.seeds):
+            p.error('--seeds: distinct integers')
+    for key in ('train', 'dev', 'test', 'dim_word', 'dim', 'batch_size', 'valid_every',
+                'disp_every', 'max_updates', 'beam', 'plateau_window'):
+        if getattr(args, key) < 1:
+            p.error('--%s must be at least 1' % key)
+    if not args.minutes > 0:
+        p.error('--minutes must be positive')
+    if not args.target_cost > 0:
+        p.error('--target_cost must be positive')
+    if not 0 <= args.plateau_gain < 1:
+        p.error('--plateau_gain must be in [0, 1)')
+    if args.examples < 0:
+        p.error('--examples must be at least 0')
+    if args.figure_sentence is not None and not 0 <= args.figure_sentence < args.test:
+        p.error('--figure_sentence must be a test sentence index (0 to %d)' % (args.test - 1))
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        run(args)
+        run_seeds(args) if args.seeds else run(args)
     except DemoError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1

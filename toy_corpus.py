@@ -65,6 +65,8 @@ CLASSES = ("a", "o", "i")
 PARTICIPLE = "en"
 SRC_REL, TRG_REL, SRC_AND, TRG_AND, EOS = "that", "ki", "and", "da", "."
 MAX_LEN, MIN_DIST, MAX_DIST = 25, 3, 10
+# bins of the subject-verb distance (target tokens) the demo reports
+DISTANCE_BINS = ((3, 4), (5, 7), (8, 10))
 
 # target-side lexicon used to parse hypotheses
 TRG_NOUN_CLASS = {t: c for t, c in NOUNS.values()}
@@ -178,6 +180,36 @@ def clause_site(clause_tokens):
             TRG_FINITE[verb][1] if verb else None)
 
 
+def _site_outcomes(src_lines, hyp_lines):
+    """For each sentence, the outcome of each agreement site the source asks
+    for: "correct", "wrong" (verb suffix is not the class of the subject noun
+    of the hypothesis clause) or "missing" (clause, noun or finite verb absent)."""
+    src_lines, hyp_lines = list(src_lines), list(hyp_lines)
+    if len(src_lines) != len(hyp_lines):
+        raise ValueError("line count mismatch: %d source vs %d hypothesis lines"
+                         % (len(src_lines), len(hyp_lines)))
+    out = []
+    for src, hyp in zip(src_lines, hyp_lines):
+        clauses = _split_clauses(hyp.split())
+        row = []
+        for i in range(expected_sites(src)):
+            noun, cls, verb, suffix = (clause_site(clauses[i]) if i < len(clauses)
+                                       else (None,) * 4)
+            row.append("missing" if noun is None or verb is None
+                       else "correct" if suffix == cls else "wrong")
+        out.append(row)
+    return out
+
+
+def _tally(outcomes):
+    sites = len(outcomes)
+    correct, missing = outcomes.count("correct"), outcomes.count("missing")
+    produced = sites - missing
+    return {"sites": sites, "correct": correct, "missing": missing,
+            "accuracy": correct / produced if produced else 0.0,
+            "strict_accuracy": correct / sites if sites else 0.0}
+
+
 def agreement_stats(src_lines, hyp_lines):
     """Agreement of hypothesis main verbs with hypothesis subject nouns.
 
@@ -186,26 +218,43 @@ def agreement_stats(src_lines, hyp_lines):
     hypothesis; correct: produced sites whose verb suffix matches the class of
     the subject noun; accuracy = correct / (sites - missing) (0.0 if none);
     strict_accuracy = correct / sites."""
-    src_lines, hyp_lines = list(src_lines), list(hyp_lines)
-    if len(src_lines) != len(hyp_lines):
-        raise ValueError("line count mismatch: %d source vs %d hypothesis lines"
-                         % (len(src_lines), len(hyp_lines)))
-    sites = correct = missing = 0
-    for src, hyp in zip(src_lines, hyp_lines):
-        n = expected_sites(src)
-        clauses = _split_clauses(hyp.split())
-        for i in range(n):
-            sites += 1
-            noun, cls, verb, suffix = (clause_site(clauses[i]) if i < len(clauses)
-                                       else (None,) * 4)
-            if noun is None or verb is None:
-                missing += 1
-            elif suffix == cls:
-                correct += 1
-    produced = sites - missing
-    return {"sites": sites, "correct": correct, "missing": missing,
-            "accuracy": correct / produced if produced else 0.0,
-            "strict_accuracy": correct / sites if sites else 0.0}
+    return _tally([o for row in _site_outcomes(src_lines, hyp_lines) for o in row])
+
+
+def clause_distance(clause_tokens):
+    """Tokens from the subject noun (first noun) to the main verb (last finite
+    verb) of a target clause, or None if either is absent."""
+    nouns = [i for i, t in enumerate(clause_tokens) if t in TRG_NOUN_CLASS]
+    verbs = [i for i, t in enumerate(clause_tokens) if t in TRG_FINITE]
+    return verbs[-1] - nouns[0] if nouns and verbs else None
+
+
+def distance_bin(distance, bins=DISTANCE_BINS):
+    """Label 'lo-hi' of the bin holding distance, or None."""
+    for lo, hi in bins:
+        if distance is not None and lo <= distance <= hi:
+            return "%d-%d" % (lo, hi)
+    return None
+
+
+def agreement_by_distance(src_lines, hyp_lines, ref_lines, bins=DISTANCE_BINS):
+    """agreement_stats of the hypotheses per bin of the subject-verb distance
+    in the reference: {'3-4': {...}, '5-7': {...}, '8-10': {...}} (every bin,
+    in order; sites of the reference outside every bin are not counted)."""
+    ref_lines = list(ref_lines)
+    outcomes = _site_outcomes(src_lines, hyp_lines)
+    if len(ref_lines) != len(outcomes):
+        raise ValueError("line count mismatch: %d source vs %d reference lines"
+                         % (len(outcomes), len(ref_lines)))
+    per_bin = {"%d-%d" % b: [] for b in bins}
+    for row, ref in zip(outcomes, ref_lines):
+        clauses = _split_clauses(ref.split())
+        for i, outcome in enumerate(row):
+            label = distance_bin(clause_distance(clauses[i]) if i < len(clauses)
+                                 else None, bins)
+            if label:
+                per_bin[label].append(outcome)
+    return {label: _tally(o) for label, o in per_bin.items()}
 
 
 # ---------------------------------------------------------------- parses

@@ -1,13 +1,29 @@
-"""demo.py: argument checks (quick) and a short end-to-end run (slow)."""
+"""demo.py: argument checks, the stopping rule and the distance bins on
+hand-made inputs (quick), and one short end-to-end run (slow)."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import types
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, 'demo.py')
+sys.path.insert(0, ROOT)
+
+import demo  # noqa: E402
+import demo_report  # noqa: E402
+import toy_corpus  # noqa: E402
+from convergence import ConvergenceRule  # noqa: E402
+
+# hand-made toy sentences: subject-verb distance 3 (voyin .. zvalo, class o)
+# and 5 (uchit .. risova, class a)
+SRC = ['a soldier called the letter .',
+       'the teacher small painted the ship old often .']
+REF = ['un voyin la pismo zvalo .',
+       'la mali uchit chasto la stari korab risova .']
 
 
 def run_demo(*args, timeout=None):
@@ -20,6 +36,10 @@ def test_bad_arguments():
     assert proc.returncode == 2 and '--minutes must be positive' in proc.stderr
     proc = run_demo('--models', 'transformer')
     assert proc.returncode == 2 and '--models' in proc.stderr
+    proc = run_demo('--seeds', '1,1')
+    assert proc.returncode == 2 and '--seeds' in proc.stderr
+    proc = run_demo('--test', '10', '--figure_sentence', '10')
+    assert proc.returncode == 2 and '--figure_sentence' in proc.stderr
 
 
 def test_unwritable_output_is_one_error_line(tmp_path):
@@ -31,28 +51,133 @@ def test_unwritable_output_is_one_error_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr
 
 
+# ---------------------------------------------------------------- stopping rule
+def test_rule_converges_at_the_target():
+    rule = ConvergenceRule(target=0.05, window=3, min_gain=0.02)
+    assert rule.add(2.0) is None and rule.add(0.5) is None
+    reason = rule.add(0.04)
+    assert reason is not None and '0.0400' in reason
+    assert rule.best() == 0.04
+
+
+def test_rule_plateau_needs_a_full_window():
+    rule = ConvergenceRule(target=0.01, window=3, min_gain=0.02)
+    # still learning: each window improves the best cost by > 2 %
+    for cost in (1.0, 0.9, 0.8, 0.7, 0.6):
+        assert rule.add(cost) is None
+    # three validations without a 2 % gain on 0.6: a plateau
+    assert rule.add(0.599) is None and rule.add(0.65) is None
+    reason = rule.add(0.61)
+    assert reason is not None and reason.startswith('plateau')
+
+
+def test_rule_rejects_bad_input():
+    with pytest.raises(ValueError):
+        ConvergenceRule(target=0)
+    with pytest.raises(ValueError):
+        ConvergenceRule(window=0)
+    with pytest.raises(ValueError):
+        ConvergenceRule().add(float('nan'))
+
+
+class FakeProc(object):
+    def __init__(self):
+        self.signals = []
+
+    def send_signal(self, sig):
+        self.signals.append(sig)
+
+
+def fake_training(minutes=1.0):
+    args = types.SimpleNamespace(target_cost=0.1, plateau_window=3, plateau_gain=0.02,
+                                 minutes=minutes, valid_every=100)
+    run = {'name': 'm', 'model': '/nonexistent.npz'}
+    return demo.Training(args, run, {'dev_tokens_per_sentence': 10.0}, FakeProc())
+
+
+def test_training_converged_stops_at_the_next_checkpoint():
+    t = fake_training()
+    t.on_line('Optimization')
+    t.on_line('Valid 5.000000')        # 0.5 nats/token: learning
+    t.on_line('Saving the model at update 100... Done')
+    assert t.status is None and t.proc.signals == []
+    t.on_line('Valid 0.500000')        # 0.05 nats/token <= 0.1
+    assert t.status == 'converged'
+    t.on_line('Saving the model at update 200... Done')
+    assert t.proc.signals == [signal.SIGTERM] and t.ckpt_update == 200
+    assert t.history == [(100, 0.5), (200, 0.05)]
+
+
+def test_training_out_of_budget():
+    t = fake_training(minutes=1e-9)
+    t.on_line('Optimization')
+    t.on_line('Valid 5.000000')
+    t.on_line('Saving the model at update 100... Done')
+    assert t.status == 'out of budget' and t.proc.signals == [signal.SIGTERM]
+
+
+# ---------------------------------------------------------------- distance bins
+def test_distance_bins():
+    assert [toy_corpus.distance_bin(d) for d in (2, 3, 4, 5, 7, 8, 10, 11, None)] == \
+        [None, '3-4', '3-4', '5-7', '5-7', '8-10', '8-10', None, None]
+    assert [demo_report.site_distances(r) for r in REF] == [[3], [5]]
+    assert toy_corpus.clause_distance('un voyin la pismo'.split()) is None
+
+
+def test_agreement_by_distance():
+    wrong = REF[1].replace('risova', 'risovo')
+    by = toy_corpus.agreement_by_distance(SRC, [REF[0], wrong], REF)
+    assert list(by) == ['3-4', '5-7', '8-10']
+    assert (by['3-4']['sites'], by['3-4']['correct'], by['3-4']['accuracy']) == (1, 1, 1.0)
+    assert (by['5-7']['sites'], by['5-7']['correct'], by['5-7']['missing']) == (1, 0, 0)
+    assert by['8-10']['sites'] == 0 and by['8-10']['accuracy'] == 0.0
+    # a site missing in the hypothesis is counted in the reference's bin
+    by = toy_corpus.agreement_by_distance(SRC, ['.', REF[1]], REF)
+    assert by['3-4']['missing'] == 1 and by['5-7']['correct'] == 1
+    with pytest.raises(ValueError):
+        toy_corpus.agreement_by_distance(SRC, REF, REF[:1])
+
+
+def test_examples_show_errors_first():
+    hyps = {'a': REF[:], 'b': [REF[0], REF[1].replace('risova', 'risovo')]}
+    ex = demo_report.pick_examples(SRC, REF, hyps, 2)
+    assert [e['index'] for e in ex] == [1, 0]
+    assert ex[0]['hypotheses']['b'].endswith('risovo .')
+
+
+# ---------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_short_demo_end_to_end(tmp_path):
-    """Both models for 12 s each (compilation cached: about 3 minutes on 2 cores)."""
+    """Both models on a tiny corpus, stopped by the rule at their first
+    validation (target cost set high): about 2-3 minutes on 2 cores."""
     out = tmp_path / 'demo'
-    proc = run_demo('--minutes', '0.2', '--out', str(out), timeout=1800)
+    proc = run_demo('--train', '1000', '--dev', '30', '--test', '30', '--max_updates', '60',
+                    '--valid_every', '20', '--disp_every', '20', '--target_cost', '50',
+                    '--examples', '2', '--out', str(out), timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert '[baseline] ' in proc.stdout and '[attentive] ' in proc.stdout
-    assert 'upd/s' in proc.stdout
+    assert 'error:' not in proc.stderr
+    assert '[baseline] converged: ' in proc.stdout and '[attentive] converged: ' in proc.stdout
     results = json.loads((out / 'results.json').read_text())
+    assert {'settings', 'data', 'reference_agreement', 'reference_agreement_by_distance',
+            'models', 'examples', 'figure_sentence', 'total_seconds', 'load_average',
+            'files'} <= set(results)
     assert [m['name'] for m in results['models']] == ['baseline', 'attentive']
-    assert results['bleu_tokenize'] == 'none'
+    ref_by = results['reference_agreement_by_distance']
+    assert list(ref_by) == ['3-4', '5-7', '8-10']
+    assert all(b['accuracy'] == 1.0 for b in ref_by.values() if b['sites'])
     for m in results['models']:
-        assert isinstance(m['bleu'], float) and 0.0 <= m['bleu'] <= 100.0
-        agr = m['agreement']
-        assert agr['sites'] == results['reference_agreement']['sites'] > 0
-        assert 0 <= agr['correct'] + agr['missing'] <= agr['sites']
-        assert m['params'] > 0 and m['updates'] > 0
+        assert m['status'] == 'converged' and m['updates'] == 20
+        assert m['valid_history'][0][0] == 20
+        assert 0.0 <= m['bleu'] <= 100.0
+        assert m['agreement']['sites'] == results['reference_agreement']['sites'] > 0
+        by = m['agreement_by_distance']
+        assert list(by) == list(ref_by)
+        assert [b['sites'] for b in by.values()] == [b['sites'] for b in ref_by.values()]
         hyps = (out / ('%s.test.trg' % m['name'])).read_text().splitlines()
-        assert len(hyps) == 300
-    assert results['reference_agreement']['accuracy'] == 1.0
+        assert len(hyps) == 30
     # the residual decoder has the extra attention over previous words
     assert results['models'][1]['params'] > results['models'][0]['params']
-    png = (out / 'results.png').read_bytes()
-    assert png[:8] == b'\x89PNG\r\n\x1a\n'
-    assert 'error:' not in proc.stderr
+    assert len(results['examples']) == 2
+    for key in ('chart', 'attention'):
+        assert open(results['files'][key], 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
+    assert 'out of budget' not in proc.stdout.split('== 4.')[1]
