@@ -2,7 +2,7 @@
 
     python benchmark.py train|translate --config tiny|mid|paper [--decoder NAME]
         [--updates N] [--sentences N] [--original-style | --side-by-side]
-        [--profile [FILE]] [--seed S]
+        [--profile [FILE]] [--batch-size B] [--processes P] [--seed S]
 
 train      builds the training graph exactly as ``nmt.train`` does (the C ops
            of fast_ops.py, adadelta fused into one Theano function,
@@ -18,12 +18,19 @@ train      builds the training graph exactly as ``nmt.train`` does (the C ops
            ratios (wall clock and CPU time).  ``--profile`` runs Theano's
            profiler and prints the ten most expensive ops, scans included
            (theano_profile.py), with FILE also Theano's full summaries.
-translate  compiles ``nmt.build_sampler`` for a randomly initialised model and
-           translates N random source sentences with ``beam_search.translate_best``
-           (beam 12, maxlen = 2 x source length), picking the best hypothesis
-           with the length-normalised score.  A random model almost never
-           emits eos early, so nearly every sentence runs to maxlen: the
-           figures are a worst case for the lengths used.
+translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
+           initialised model (dl4mt's and the batched one) and translates the
+           same N random source sentences twice in one run: with the
+           one-sentence search of REFERENCE.md section 5 (``beam_search.
+           beam_search``, dl4mt's sampler) and with the batched search
+           (``batch_beam_search`` over length-sorted batches of
+           ``--batch-size`` sentences, the batched sampler), beam 12, maxlen
+           = 2 x source length, picking the best hypothesis with the
+           length-normalised score.  ``identical`` says whether both gave the
+           same translations.  ``--processes P`` also times the batched search
+           in P worker processes (forked after compiling).  A random model
+           almost never emits eos early, so nearly every sentence runs to
+           maxlen: the figures are a worst case for the lengths used.
 
 Decoders: baseline | mean | attentive | attentive-SCORING (content,
 content_scope, sum, product, dot) | memory[-content_scope] |
@@ -43,6 +50,7 @@ import theano_env  # noqa: F401  (must come before theano)
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import platform
 import resource
@@ -66,7 +74,7 @@ CONFIGS = OrderedDict([
                    optimizer='adadelta', clip_c=1.0)),
 ])
 DEFAULT_UPDATES = {'tiny': 50, 'mid': 5, 'paper': 5}
-DEFAULT_SENTENCES = {'tiny': 50, 'mid': 5, 'paper': 5}
+DEFAULT_SENTENCES = {'tiny': 50, 'mid': 16, 'paper': 32}
 # source lengths (words, before eos) of the translate benchmark
 SOURCE_LENGTHS = {'tiny': (5, 15), 'mid': (20, 30), 'paper': (20, 30)}
 WARMUP_UPDATES = 2
@@ -387,69 +395,153 @@ def profile_report(timers, full_path):
 # --------------------------------------------------------------------------
 # translate
 
-def bench_translate(config, decoder, n_sentences, seed):
+def _compile_samplers(tparams, options):
+    """dl4mt's sampler (the one-sentence search) and the batched one, and
+    the seconds each took to compile."""
     import nmt
-    from beam_search import translate_best
     import theano
     from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
+    samplers, seconds = {}, {}
+    for kind in ('single', 'batched'):
+        log('compiling the %s sampler (f_init, f_next)' % kind)
+        t0 = time.time()
+        samplers[kind] = nmt.build_sampler(tparams, options, RandomStreams(1234),
+                                           theano.shared(numpy.float32(0.)),
+                                           batched=kind == 'batched')
+        seconds[kind] = round(time.time() - t0, 2)
+        log('compiled in %.1f s' % seconds[kind])
+    return samplers, seconds
+
+
+def _timed(label, run, n_sentences):
+    """(result, wall seconds, CPU seconds, 1-minute load at start) of run()."""
+    load = os.getloadavg()[0]
+    t, c = time.time(), time.process_time()
+    result = run()
+    wall, cpu = time.time() - t, time.process_time() - c
+    log('%s: %d sentences in %.1f s (%.3f sentences/s, CPU %.1f s)'
+        % (label, n_sentences, wall, n_sentences / wall, cpu))
+    return result, wall, cpu, load
+
+
+def _search_single(sampler, sources):
+    """The one-sentence search (REFERENCE.md section 5) of every source."""
+    import beam_search
+    best = []
+    for i, words in enumerate(sources):
+        ids = words + [0]
+        x = numpy.array(ids, dtype='int64').reshape([len(ids), 1])
+        hyps = beam_search.beam_search(sampler[0], sampler[1], x, BEAM, 2 * len(words))
+        best.append(beam_search.ranked(hyps, True)[0][0])
+        log('one-sentence search %d/%d: %d words -> %d tokens'
+            % (i + 1, len(sources), len(words), len(best[-1].words)))
+    return best
+
+
+def _one_batch(sampler, sources, indices):
+    """[(index, best hypothesis)] of one batch (maxlen 2 x source length)."""
+    import beam_search
+    x, x_mask = beam_search.padded_batch([sources[i] + [0] for i in indices])
+    beams = beam_search.batch_beam_search([sampler], x, x_mask, BEAM,
+                                          [2 * len(sources[i]) for i in indices],
+                                          keep_attention=False)
+    return [(i, beam_search.ranked(hyps, True)[0][0]) for i, hyps in zip(indices, beams)]
+
+
+_FORKED = {}   # what the forked workers of _search_batched decode with
+
+
+def _forked_batch(indices):
+    return _one_batch(_FORKED['sampler'], _FORKED['sources'], indices)
+
+
+def _search_batched(sampler, sources, batch_size, processes=1):
+    """The batched search of every source, by length-sorted batches (with
+    several processes: forked after compiling, a batch at a time each)."""
+    import beam_search
+    batches = beam_search.length_sorted_batches([s + [0] for s in sources], batch_size)
+    if processes > 1:
+        _FORKED.update(sampler=sampler, sources=sources)
+        with multiprocessing.get_context('fork').Pool(processes) as pool:
+            results = pool.map(_forked_batch, batches, chunksize=1)
+    else:
+        results = []
+        for indices in batches:
+            results.append(_one_batch(sampler, sources, indices))
+            log('batched search: a batch of %d sentences done' % len(indices))
+    best = [None] * len(sources)
+    for batch in results:
+        for i, hyp in batch:
+            best[i] = hyp
+    return best
+
+
+def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1):
+    import nmt
 
     options = model_options(config, decoder)
     numpy.random.seed(seed)
     tparams = nmt.init_tparams(nmt.init_params(options))
-    log('%s/%s: compiling the sampler (f_init, f_next)' % (config, decoder))
-    t0 = time.time()
-    f_init, f_next = nmt.build_sampler(tparams, options, RandomStreams(1234),
-                                       theano.shared(numpy.float32(0.)))
-    compile_sec = time.time() - t0
-    log('compiled in %.1f s' % compile_sec)
+    samplers, compile_sec = _compile_samplers(tparams, options)
 
     rng = numpy.random.RandomState(seed)
     lo, hi = SOURCE_LENGTHS[config]
     sources = [list(rng.randint(1, options['n_words_src'], size=rng.randint(lo, hi + 1)))
                for _ in range(n_sentences)]
 
-    def translate(words):
-        maxlen = 2 * len(words)
-        best = translate_best(f_init, f_next, words + [0], BEAM, True, maxlen)
-        return best.words, maxlen
+    # warm-up: one short sentence each (first calls allocate the buffers)
+    _search_single(samplers['single'], [sources[0][:lo]])
+    _search_batched(samplers['batched'], [sources[0][:lo]], 1)
 
-    # warm-up: one short sentence (first calls allocate the buffers)
-    translate(sources[0][:lo])
+    single, wall_1, cpu_1, load_1 = _timed(
+        'one-sentence search', lambda: _search_single(samplers['single'], sources),
+        n_sentences)
+    batched, wall_b, cpu_b, load_b = _timed(
+        'batched search (batch size %d)' % batch_size,
+        lambda: _search_batched(samplers['batched'], sources, batch_size), n_sentences)
 
-    out_tokens = 0
-    reached_maxlen = 0
-    per_sentence = []
-    load_start = os.getloadavg()[0]
-    t_start, c_start = time.time(), time.process_time()
-    for i, words in enumerate(sources):
-        t = time.time()
-        best, maxlen = translate(words)
-        per_sentence.append(time.time() - t)
-        out_tokens += len(best)
-        ended = len(best) > 0 and best[-1] == 0
-        reached_maxlen += int(not ended and len(best) >= maxlen)
-        log('sentence %d/%d: %d source words -> %d output tokens%s in %.2f s'
-            % (i + 1, n_sentences, len(words), len(best),
-               '' if ended else ' (no eos: maxlen)', per_sentence[-1]))
-    elapsed = time.time() - t_start
-    cpu = time.process_time() - c_start
-
+    parallel = None
+    if processes > 1:
+        parallel, wall_p, _, _ = _timed(
+            'batched search, %d processes' % processes,
+            lambda: _search_batched(samplers['batched'], sources, batch_size, processes),
+            n_sentences)
+    tokens_1 = sum(len(h.words) for h in single)
+    tokens_b = sum(len(h.words) for h in batched)
+    others = [batched] + ([parallel] if parallel else [])
+    identical = all(a.words == b.words for run in others for a, b in zip(single, run))
+    score_diff = max(abs(float(a.score) - float(b.score))
+                     for run in others for a, b in zip(single, run))
+    reached_maxlen = sum(int(h.words[-1:] != [0]) for h in batched)
     return OrderedDict([
         ('mode', 'translate'), ('config', config), ('decoder', decoder),
-        ('sentences_per_sec', round(n_sentences / elapsed, 4)),
-        ('tokens_per_sec', round(out_tokens / elapsed, 2)),
-        ('sec_per_sentence', round(elapsed / n_sentences, 4)),
-        ('cpu_sec_per_sentence', round(cpu / n_sentences, 4)),
-        ('cpu_share', round(cpu / elapsed, 3)),
-        ('loadavg_1min_at_start', round(load_start, 2)),
-        ('compile_sec', round(compile_sec, 2)),
+        ('sentences_per_sec', round(n_sentences / wall_b, 4)),
+        ('sentences_per_sec_single', round(n_sentences / wall_1, 4)),
+        ('identical', identical),
+        ('speedup', round(wall_1 / wall_b, 2)),
+        ('tokens_per_sec', round(tokens_b / wall_b, 2)),
+        ('tokens_per_sec_single', round(tokens_1 / wall_1, 2)),
+        ('cpu_sec_per_sentence', round(cpu_b / n_sentences, 4)),
+        ('cpu_sec_per_sentence_single', round(cpu_1 / n_sentences, 4)),
+        ('cpu_share', round(cpu_b / wall_b, 3)),
+        ('cpu_share_single', round(cpu_1 / wall_1, 3)),
+        ('max_score_difference', score_diff),
+        ('batch_size', batch_size),
+        ('processes', processes),
+        ('sentences_per_sec_processes',
+         round(n_sentences / wall_p, 4) if parallel else None),
+        ('loadavg_1min_at_start', round(load_1, 2)),
+        ('loadavg_1min_at_start_batched', round(load_b, 2)),
+        ('compile_sec', compile_sec['batched']),
+        ('compile_sec_single', compile_sec['single']),
         ('sentences', n_sentences), ('beam', BEAM),
         ('source_words', sum(len(s) for s in sources)),
-        ('output_tokens', out_tokens),
+        ('output_tokens', tokens_b),
         ('sentences_reaching_maxlen', reached_maxlen),
         ('note', 'random untrained model: it almost never emits eos, so most '
                  'hypotheses run to maxlen = 2 x source length; normalised-score '
-                 'pick (best_hypothesis normalize=True)'),
+                 'pick; the one-sentence search is REFERENCE.md section 5 with '
+                 "dl4mt's sampler, the batched one uses the batched sampler"),
         ('peak_rss_mb', peak_rss_mb()),
         ('original_style', False),
         ('options', reported_options(options)),
@@ -484,6 +576,12 @@ def parse_args(argv):
                    help="train: Theano's profiler; prints the %d most expensive "
                         'ops (scans included) and their share; with FILE, also '
                         "Theano's full summaries" % PROFILE_TOP)
+    p.add_argument('--batch-size', type=int, default=None,
+                   help='translate: sentences per batch of the batched search '
+                        '(default: translate.py\'s)')
+    p.add_argument('--processes', type=int, default=1,
+                   help='translate: also time the batched search in this many worker '
+                        'processes (sentences_per_sec_processes)')
     p.add_argument('--seed', type=int, default=1234)
     args = p.parse_args(argv)
     if args.decoder != 'all':
@@ -495,8 +593,11 @@ def parse_args(argv):
         args.updates = DEFAULT_UPDATES[args.config]
     if args.sentences is None:
         args.sentences = DEFAULT_SENTENCES[args.config]
-    if args.updates < 1 or args.sentences < 1:
-        p.error('--updates and --sentences must be at least 1')
+    if args.batch_size is None:
+        import translate
+        args.batch_size = translate.DEFAULT_BATCH_SIZE
+    if min(args.updates, args.sentences, args.batch_size, args.processes) < 1:
+        p.error('--updates, --sentences, --batch-size and --processes must be at least 1')
     for flag in ('original_style', 'side_by_side', 'profile'):
         if getattr(args, flag) and args.mode != 'train':
             p.error('--%s applies to train only' % flag.replace('_', '-'))
@@ -521,7 +622,8 @@ def run_one(args):
         result = bench_train(args.config, args.decoder, args.updates, styles,
                              args.seed, profile=args.profile)
     else:
-        result = bench_translate(args.config, args.decoder, args.sentences, args.seed)
+        result = bench_translate(args.config, args.decoder, args.sentences, args.seed,
+                                 args.batch_size, args.processes)
     result['seed'] = args.seed
     result['machine'] = machine_info()
     return result

@@ -264,23 +264,66 @@ def param_init_gru_cond(options, params, prefix='gru_cond', nin=None, dim=None,
     return params
 
 
-def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt):
+def dot_vector(x, v, rowwise=False):
+    """x @ v for a k x 1 matrix v, keeping the last axis (size 1).
+
+    rowwise: as an elementwise product summed over the last axis.  BLAS's
+    matrix-vector kernels round a row differently depending on how many rows
+    there are; decoding takes this form so that a sentence's numbers do not
+    depend on its batch (nor on how many hypotheses are live).
+    """
+    if rowwise:
+        return (x * v[:, 0]).sum(-1, keepdims=True)
+    return tensor.dot(x, v)
+
+
+def exp_tanh(x):
+    """tanh(x) = 1 - 2 / (exp(2x) + 1), within ~1e-7 (absolute) of tanh.
+
+    Decoding computes the attentions' tanh (T_src x hyps x 2d elements a
+    step, the largest elementwise cost of a step) this way: Theano's tanh
+    calls the C library's tanhf, 5x slower than its expf (16 vs 3 ns an
+    element on the project's CPU).
+    """
+    one, two = numpy.float32(1.), numpy.float32(2.)
+    return one - two / (tensor.exp(two * x) + one)
+
+
+def attention_tanh(decoding):
+    return exp_tanh if decoding else tensor.tanh
+
+
+def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt,
+                     decoding=False):
     """Attention over the source annotations; returns (c, alpha (T_src x n)).
 
     exp without max subtraction, masked, normalised: as the original computes.
-    The work over T_src x n x 2d values is one C op (fast_ops.attention).
+    Training: one C op over the T_src x n x 2d values (fast_ops.attention).
+    decoding: Theano's graph in the one-step forms (dot_vector rowwise,
+    exp_tanh), so that a sentence's numbers do not depend on its batch.
     """
-    return fast_ops.attention(pctx_, tensor.dot(h1, W_comb_att), U_att, c_tt, cc_,
-                              context_mask)
+    if not decoding:
+        return fast_ops.attention(pctx_, tensor.dot(h1, W_comb_att), U_att, c_tt, cc_,
+                                  context_mask)
+    pctx__ = exp_tanh(pctx_ + tensor.dot(h1, W_comb_att)[None, :, :])
+    alpha = dot_vector(pctx__, U_att, rowwise=True) + c_tt
+    alpha = alpha.reshape([alpha.shape[0], alpha.shape[1]])
+    alpha = tensor.exp(alpha)
+    if context_mask is not None:
+        alpha = alpha * context_mask
+    alpha = alpha / alpha.sum(0, keepdims=True)
+    ctx_ = (cc_ * alpha[:, :, None]).sum(0)
+    return ctx_, alpha
 
 
 def gru_cond_step(m_, x_, xx_, h_, pctx_, cc_, context_mask,
-                  U, Wc, W_comb_att, U_att, c_tt, Ux, Wcx, U_nl, Ux_nl, b_nl, bx_nl):
+                  U, Wc, W_comb_att, U_att, c_tt, Ux, Wcx, U_nl, Ux_nl, b_nl, bx_nl,
+                  decoding=False):
     """One conditional-GRU step; returns (s, c, alpha (T_src x n))."""
     dim = Ux.shape[1]
     h1 = gru_step(m_, x_, xx_, h_, U, Ux)
     ctx_, alpha = source_attention(h1, pctx_, cc_, context_mask,
-                                   W_comb_att, U_att, c_tt)
+                                   W_comb_att, U_att, c_tt, decoding)
     preact2 = tensor.nnet.sigmoid(tensor.dot(h1, U_nl) + b_nl + tensor.dot(ctx_, Wc))
     r2 = _slice(preact2, 0, dim)
     u2 = _slice(preact2, 1, dim)
@@ -290,8 +333,15 @@ def gru_cond_step(m_, x_, xx_, h_, pctx_, cc_, context_mask,
     return masked_keep(m_, h2, h1), ctx_, alpha
 
 
-def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False):
-    """Mask, input projections and projected context shared by all decoders.
+def source_projection(tparams, context, prefix='decoder'):
+    """pctx = ctx @ Wc_att + b_att, the attention's projection of the source."""
+    return tensor.dot(context, tparams[_p(prefix, 'Wc_att')]) + tparams[_p(prefix, 'b_att')]
+
+
+def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False,
+                    pctx=None):
+    """Mask, input projections and projected context shared by all decoders
+    (``pctx``: the projected context when the caller computed it already).
 
     Without a mask every row is real (a mask of ones changes no number).
     """
@@ -299,26 +349,27 @@ def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False)
         shape = state_below.shape[:1] if one_step else state_below.shape[:2]
         mask = tensor.ones(shape, dtype='float32')
     x_, xx_ = _input_projections(tparams, state_below, prefix)
-    pctx_ = tensor.dot(context, tparams[_p(prefix, 'Wc_att')]) + tparams[_p(prefix, 'b_att')]
+    pctx_ = source_projection(tparams, context, prefix) if pctx is None else pctx
     shared_vars = [tparams[_p(prefix, k)] for k in GRU_COND_SEQ_PARAMS]
     return mask, x_, xx_, pctx_, shared_vars
 
 
 def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
                    context=None, one_step=False, init_state=None,
-                   context_mask=None, **kwargs):
+                   context_mask=None, pctx=None, **kwargs):
     """Conditional GRU over the shifted target embeddings.
 
     Returns a dict: 'states', 'ctxs', 'alphas' (T x n x T_src) and
     'readout_prev' (what the ff_logit_prev term reads: the embeddings).
-    With one_step=True state_below is n x e and every value is for one step.
+    With one_step=True state_below is n x e and every value is for one step;
+    ``pctx`` is then the source_projection of the context, when given.
     """
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
-        tparams, state_below, prefix, mask, context, one_step)
-    if one_step:   # decoding keeps Theano's graph: beam search as the original's
+        tparams, state_below, prefix, mask, context, one_step, pctx)
+    if one_step:   # decoding keeps Theano's graph (decoding forms, not fast_ops)
         with fast_ops.original_graph():
             h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
-                                        context_mask, *shared_vars)
+                                        context_mask, *shared_vars, decoding=True)
         return {'states': h, 'ctxs': c, 'alphas': alpha.T,
                 'readout_prev': state_below}
 
@@ -391,21 +442,23 @@ def target_attention_query(tparams, prefix, scoring, state, ctx):
     return None
 
 
-def target_attention_scores(tparams, prefix, scoring, keys, query):
+def target_attention_scores(tparams, prefix, scoring, keys, query, decoding=False):
     """Energies; keys (..., n, k) and query broadcastable to them.
 
-    Returns the keys' shape without its last axis.
+    Returns the keys' shape without its last axis (decoding: see
+    source_attention).
     """
     if scoring == 'dot':
         return (keys * query).sum(-1)
+    tanh = attention_tanh(decoding)
     if scoring == 'content':
-        hidden = tensor.tanh(keys)
+        hidden = tanh(keys)
     elif scoring == 'product':
-        hidden = tensor.tanh(keys * query)
+        hidden = tanh(keys * query)
     else:  # content_scope, sum
-        hidden = tensor.tanh(keys + query)
+        hidden = tanh(keys + query)
     V = tparams[_p(prefix, 'V_prev')]
-    return tensor.dot(hidden, V)[..., 0]
+    return dot_vector(hidden, V, decoding)[..., 0]
 
 
 def window_mask(y_mask):
@@ -448,15 +501,19 @@ def target_attention(tparams, prefix, scoring, items, window, state=None, ctx=No
 
 
 def target_attention_step(tparams, prefix, scoring, items, keys, query_state=None,
-                          query_ctx=None):
-    """One decoding step: attention over J x n history (all of it in the window).
+                          query_ctx=None, window=None):
+    """One decoding step: attention over J x n history (all of it in the
+    window, unless ``window``, broadcastable to J x n, says otherwise).
 
     Returns (summary n x k, weights n x J).
     """
     query = target_attention_query(tparams, prefix, scoring, query_state, query_ctx)
     energy = target_attention_scores(
-        tparams, prefix, scoring, keys, None if query is None else query[None, :, :])
-    weights = masked_softmax(energy, tensor.ones_like(energy), axis=0)  # J x n
+        tparams, prefix, scoring, keys, None if query is None else query[None, :, :],
+        decoding=True)
+    if window is None:
+        window = tensor.ones_like(energy)
+    weights = masked_softmax(energy, window, axis=0)  # J x n
     summary = (items * weights[:, :, None]).sum(0)
     return summary, weights.T
 
@@ -562,12 +619,17 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
     The recurrence is the baseline's; d_t replaces y_{t-1} in ff_logit_prev
     (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).  Decoding carries
     'prev_embs' (row 0 is the zero embedding of the first step) and, for the
-    attentive residual, their keys 'prev_keys'.
+    attentive residual, their keys 'prev_keys'; with the authors' inference
+    (REFERENCE.md 5b) 'memory', 'memory_keys' and 'time' instead.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
-                         init_state=init_state, context_mask=context_mask)
-    if one_step:
+                         init_state=init_state, context_mask=context_mask, **kwargs)
+    if (one_step and options['residual'] == 'attentive'
+            and options.get('inference') == 'authors'):
+        d, w, out['carry'] = _authors_residual_step(tparams, options, out, state_below,
+                                                    carry)
+    elif one_step:
         d, w, out['carry'] = residual_summary_step(
             tparams, options, 'cond_att', carry, state_below,
             state=out['states'], ctx=out['ctxs'])
@@ -578,6 +640,35 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
     if w is not None:
         out['prev_alphas'] = w
     return out
+
+
+def _authors_residual_step(tparams, options, out, emb, carry):
+    """d_t as the authors' sampler computes it (REFERENCE.md section 5b).
+
+    M' = switch(time > 1, [M; emb], emb): an elementwise switch broadcasts
+    both branches, so at time 1 (M = one zero row) M' is two zero rows.  The
+    summary attends to the rows j < time of M' (with the model's scoring; for
+    'content', the authors' only one, exactly 5b) and the weights returned
+    are those rows' (the authors' trailing 0 left out).  The keys of M' are
+    carried beside it ('memory_keys', switched the same way).  Returns (d n x
+    e, weights n x time, the new carry), as ``residual_summary_step``.
+    """
+    scoring = options['att_scoring']
+    time = carry['time']
+    grow = time > 1
+
+    def switched(rows, item):
+        return tensor.switch(grow, append_step(rows, item), tensor.shape_padleft(item))
+
+    memory = switched(carry['memory'], emb)
+    keys = switched(carry['memory_keys'],
+                    target_attention_keys(tparams, 'cond_att', scoring, emb))
+    window = tensor.shape_padright(
+        tensor.cast(tensor.arange(memory.shape[0]) < time, 'float32'))  # J x 1
+    d, w = target_attention_step(tparams, 'cond_att', scoring, memory, keys,
+                                 out['states'], out['ctxs'], window=window)
+    return (d, w[:, :tensor.cast(time, 'int64')],
+            {'memory': memory, 'memory_keys': keys, 'time': time + 1})
 
 
 def _state_history_step(tparams, prefix, scoring, carry, state):
@@ -613,7 +704,7 @@ def gru_cond_selfattn_layer(tparams, state_below, options, prefix='decoder',
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
-                         init_state=init_state, context_mask=context_mask)
+                         init_state=init_state, context_mask=context_mask, **kwargs)
     scoring = options['att_scoring']
     if one_step:
         items, keys = _state_history_step(tparams, 'self_att', scoring, carry,
@@ -657,7 +748,7 @@ def gru_cond_memory_layer(tparams, state_below, options, prefix='decoder',
                                        keys, query_state=init_state)
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=True, init_state=s_tilde,
-                         context_mask=context_mask)
+                         context_mask=context_mask, **kwargs)
     out['carry'] = {'prev_states': items, 'prev_keys': keys}
     out['prev_alphas'] = w
     return out
@@ -756,16 +847,25 @@ def get_layer(name):
 
 STATE_SCORINGS = ('content', 'content_scope')
 
+# How the sampler computes what the training graph computes (the 'inference'
+# option): 'training', the training graph's equations one step at a time, or
+# 'authors', what the authors' released sampler computes (REFERENCE.md 5b;
+# attentive residual decoder only).
+INFERENCES = ('training', 'authors')
+
 # A tensor that a decoder carries from one decoding step to the next.  axes
-# names each axis: 'steps' (one row per step decoded so far, starting empty),
-# 'hyps' (one per hypothesis: beam search reorders along it), or an option
-# whose value is the size ('dim_word', 'dim').
-Carried = namedtuple('Carried', 'name axes')
+# names each axis: 'steps' (one row per step decoded so far), 'hyps' (one per
+# hypothesis: beam search reorders along it), or an option whose value is the
+# size ('dim_word', 'dim'); no axes: a scalar shared by all hypotheses.  Before
+# the first step the 'steps' axis has ``rows`` rows and every entry is ``fill``.
+Carried = namedtuple('Carried', 'name axes rows fill')
+Carried.__new__.__defaults__ = (0, 0.)
 
 # A named configuration of a decoder as the scripts and tables know it:
-# options (decoder included), a label for tables, and the att_scoring values
-# it accepts (empty: the scoring is not used).
-Variant = namedtuple('Variant', 'name options label scorings')
+# options (decoder included), a label for tables, the att_scoring values it
+# accepts (empty: the scoring is not used) and its inference modes.
+Variant = namedtuple('Variant', 'name options label scorings inferences')
+Variant.__new__.__defaults__ = (('training',),)
 
 # name: the 'decoder' option; init/apply: the layer functions; variants;
 # aliases: other names of this decoder -> the options they imply; prefixes: of
@@ -773,8 +873,17 @@ Variant = namedtuple('Variant', 'name options label scorings')
 Decoder = namedtuple('Decoder', 'name init apply variants aliases prefixes carried')
 
 
+# the authors' sampler (section 5b): M starts as one zero row, time at 1
+AUTHORS_CARRIED = [Carried('memory', ('steps', 'hyps', 'dim_word'), rows=1),
+                   Carried('memory_keys', ('steps', 'hyps', 'dim_word'), rows=1),
+                   Carried('time', (), fill=1.)]
+
+
 def _carried_words(options):
-    """Residual decoders carry the previous words' embeddings (and keys)."""
+    """Residual decoders carry the previous words' embeddings (and keys);
+    the authors' inference its memory M, M's keys and the step counter."""
+    if options['residual'] == 'attentive' and options.get('inference') == 'authors':
+        return list(AUTHORS_CARRIED)
     words = [Carried('prev_embs', ('steps', 'hyps', 'dim_word'))]
     if options['residual'] == 'attentive':
         words.append(Carried('prev_keys', ('steps', 'hyps', 'dim_word')))
@@ -796,8 +905,9 @@ DECODERS = OrderedDict((d.name, d) for d in [
                      'Mean residual connections', ()),
              Variant('attentive', {'decoder': 'gru_cond_residual',
                                    'residual': 'attentive'},
-                     'Self-attentive residual connections', SCORINGS)],
-            {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content'}},
+                     'Self-attentive residual connections', SCORINGS, INFERENCES)],
+            {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content',
+                              'inference': 'authors'}},
             ('cond_att_',), _carried_words),
     Decoder('gru_cond_memory', param_init_gru_cond_memory, gru_cond_memory_layer,
             [Variant('memory', {'decoder': 'gru_cond_memory'}, 'Memory RNN',
@@ -838,6 +948,12 @@ def variant_of(options):
             decoder.name, ' or '.join(repr(v.options['residual'])
                                       for v in decoder.variants),
             options.get('residual')))
+    inference = options.get('inference', 'training')
+    if inference not in variant.inferences:
+        raise ValueError('the %s decoder takes inference %s, not %r (the authors\' '
+                         'inference, REFERENCE.md 5b, is the attentive residual '
+                         'decoder\'s)' % (variant.name, ' or '.join(
+                             repr(i) for i in variant.inferences), inference))
     if not variant.scorings:
         return variant, None
     if options['att_scoring'] not in variant.scorings:
@@ -859,7 +975,7 @@ def _all_variants():
                 name = '%s-%s' % (v.name, scoring)
                 options = dict(v.options, att_scoring=scoring)
                 out[name] = Variant(name, options, '%s (%s)' % (v.label, scoring),
-                                    (scoring,))
+                                    (scoring,), v.inferences)
     return out
 
 

@@ -1,13 +1,15 @@
 """Score sentence pairs with a model: one cost per line, in input order.
 
     python score.py -m MODEL -s SOURCE -t TARGET -o OUTPUT [-b BATCH]
-        [-d DICT_SRC DICT_TRG]
+        [-d DICT_SRC DICT_TRG] [--inference training|authors]
 
 The cost of a pair is -log p(target | source) summed over the target tokens
 and the final eos, with dropout off (REFERENCE.md section 3), exactly what
-the training graph's f_log_probs returns.  The dictionaries default to those
-named in the model's options.  OUTPUT ('-' = stdout) appears only once every
-pair is scored.
+the training graph's f_log_probs returns.  With ``--inference authors`` (an
+attentive residual model) the pairs are decoded instead, forced, through the
+authors' sampler (REFERENCE.md 5b), whose costs are those of their
+translate.py.  The dictionaries default to those named in the model's
+options.  OUTPUT ('-' = stdout) appears only once every pair is scored.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
@@ -50,13 +52,32 @@ def score_pairs(f_log_probs, pairs, batch_size, progress=True):
     return costs
 
 
-def build_scorer(options, params):
+def build_scorer(options, params, inference='training'):
+    """(x, x_mask, y, y_mask) -> per-sentence costs: the training graph's
+    f_log_probs, or forced decoding through the authors' sampler."""
     import theano
     import nmt
     tparams = nmt.init_tparams(params)
+    if inference == 'authors':
+        options = dict(options, inference='authors')
+        nmt.check_options(options)
+        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
+        return sampler_scorer(*nmt.build_sampler(tparams, options, RandomStreams(1234),
+                                                 theano.shared(numpy.float32(0.)),
+                                                 batched=True))
     _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(tparams, options)
     use_noise.set_value(0.)
     return theano.function([x, x_mask, y, y_mask], cost, name='f_log_probs')
+
+
+def sampler_scorer(f_init, f_next):
+    """A scorer like f_log_probs that decodes the targets through a (batched)
+    sampler, forced: the sum of -log p of every target token."""
+    from beam_search import batch_force_decode
+
+    def costs(x, x_mask, y, y_mask):
+        return batch_force_decode(f_init, f_next, x, x_mask, y, y_mask).sum(0)
+    return costs
 
 
 def main(argv=None):
@@ -67,6 +88,10 @@ def main(argv=None):
     p.add_argument('-o', '--output', required=True)
     p.add_argument('-b', '--batch', type=int, default=80)
     p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'))
+    p.add_argument('--inference', choices=('training', 'authors'), default='training',
+                   help='training: the training graph\'s cost (default); authors: '
+                        'forced decoding through the authors\' sampler (REFERENCE.md 5b, '
+                        'attentive residual models)')
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.batch < 1:
         p.error('-b must be at least 1')
@@ -80,10 +105,15 @@ def main(argv=None):
         word_dicts = [load_dictionary(d) for d in dict_paths]
         pairs = pair_ids(read_lines(args.source), read_lines(args.target),
                          args.source, args.target, word_dicts, options)
+        if args.inference == 'authors':
+            try:
+                nmt.check_options(dict(options, inference='authors'))
+            except InputError as e:
+                raise InputError('%s: %s' % (args.model, e))
     except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
-    costs = score_pairs(build_scorer(options, params), pairs, args.batch)
+    costs = score_pairs(build_scorer(options, params, args.inference), pairs, args.batch)
     if not numpy.all(numpy.isfinite(costs)):
         bad = int(numpy.flatnonzero(~numpy.isfinite(costs))[0])
         print('error: the cost of pair %d (line %d) is not finite' % (bad, bad + 1),

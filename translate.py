@@ -1,169 +1,368 @@
 """Translate a file with beam search (REFERENCE.md section 5).
 
-    python translate.py [-k K] [-n] [-p P] MODEL DICT_SRC DICT_TRG SOURCE SAVETO
+    python translate.py [-k K] [-n] [-p P] [--batch-size B] [options]
+        MODEL DICT_SRC DICT_TRG SOURCE SAVETO
 
-SOURCE and SAVETO may be '-' (stdin / stdout).  Each of the P worker
-processes builds its own sampler; sentences are handed out one at a time and
-the output keeps the input order.  Progress goes to stderr.  A file SAVETO
-appears only once every line is translated.  ``--alignments FILE`` also
-writes, one JSON object a line, the attention over the source and (for the
-residual, memory and self-attentive decoders) over previous words or states.
+SOURCE and SAVETO may be '-' (stdin / stdout).  Sentences are sorted by
+length and decoded in batches (``--batch-size``), each sentence with its own
+beam: the translations are those of the one-sentence search of section 5,
+written in input order.  P worker processes (``-p``) each build their own
+samplers and take batches in turn.  ``--ensemble MODEL2`` decodes several
+models together (their log-probabilities averaged at each step).  The
+attentive residual decoder decodes with ``--inference``: the authors'
+sampler (REFERENCE.md 5b, the default for files whose options say
+``decoder='gru_cond_att'``) or the training graph's summary (section 4, the
+default for every other file).  ``--n-best``, ``--print-scores`` and
+``--print-word-probabilities`` change what SAVETO holds; ``--alignments
+FILE`` also writes, one JSON object a line, the attention over the source and
+(for the residual, memory and self-attentive decoders) over previous words or
+states.  Progress goes to stderr.  No output file appears unless every line
+is translated.  The formats are in notes/README-translate.md.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
 import argparse
 import json
 import multiprocessing
+import os
 import sys
+from collections import namedtuple
 
 import numpy
 
 import model_io
+import nbest
+import unk_replace
 import vocab
-from beam_search import translate_best
+from beam_search import batch_beam_search, length_sorted_batches, padded_batch, ranked
 from progress import ProgressLine
 from text_io import InputError, read_lines
 
+DEFAULT_BATCH_SIZE = 16
 
-def load_translation_model(model, dict_src, dict_trg):
-    """Options, parameters and dictionaries, checked against each other."""
+# what the search needs besides the models
+Search = namedtuple('Search', 'k maxlen batch_size suppress_unk keep_attention')
+
+
+# --------------------------------------------------------------------------
+# models
+
+def load_models(paths, inference=None):
+    """[(path, options, parameters)] of the models of an ensemble, each with
+    its decoding mode: the file's own, or ``inference`` when given."""
     import nmt
-    options, params = nmt.load_model(model)
-    word_dict = model_io.load_dictionary(dict_src)
+    models = []
+    for path in paths:
+        options, params = nmt.load_model(path)
+        if inference is not None:
+            options = dict(options, inference=inference)
+            try:
+                nmt.check_options(options)
+            except InputError as e:
+                raise InputError('%s: %s' % (path, e))
+        models.append((path, options, params))
+    check_same_vocabularies(models)
+    return models
+
+
+def _named_dictionaries(path, options):
+    """The dictionaries a model's options name, found as given or beside the
+    model file; None when the options name none or one cannot be found."""
+    names = options.get('dictionaries')
+    if not names:
+        return None
+    found = []
+    for name in names:
+        for candidate in (name, os.path.join(os.path.dirname(path), os.path.basename(name))):
+            if os.path.isfile(candidate):
+                found.append(model_io.load_dictionary(candidate))
+                break
+        else:
+            return None
+    return found
+
+
+def check_same_vocabularies(models):
+    """InputError unless the models of an ensemble have the same vocabulary
+    sizes and, where their options name dictionaries, the same dictionaries."""
+    first_path, first, _ = models[0]
+    first_dicts = None
+    for path, options, _ in models[1:]:
+        for key in ('n_words_src', 'n_words'):
+            if options[key] != first[key]:
+                raise InputError('%s and %s have different vocabularies: %s %d and %d'
+                                 % (first_path, path, key, first[key], options[key]))
+        dicts = _named_dictionaries(path, options)
+        if first_dicts is None:
+            first_dicts = _named_dictionaries(first_path, first)
+        if dicts is None or first_dicts is None:
+            continue
+        for side, key, a, b in zip(('source', 'target'), ('n_words_src', 'n_words'),
+                                   first_dicts, dicts):
+            limit = options[key]
+            if ({w: i for w, i in a.items() if i < limit} !=
+                    {w: i for w, i in b.items() if i < limit}):
+                raise InputError('%s and %s have different %s dictionaries (%s, %s)'
+                                 % (first_path, path, side, first['dictionaries'][0 if
+                                    side == 'source' else 1],
+                                    options['dictionaries'][0 if side == 'source' else 1]))
+
+
+def target_id_to_word(dict_trg, n_words):
+    """id -> word of the target dictionary; ids below n_words it lacks are
+    written as UNK (with a warning)."""
     idict_trg = vocab.invert_dictionary(model_io.load_dictionary(dict_trg))
-    missing = [i for i in range(options['n_words']) if i not in idict_trg]
+    missing = [i for i in range(n_words) if i not in idict_trg]
     if missing:
         print('warning: %s has no word for %d of the ids below the model\'s n_words=%d '
               '(first: %d); they are written as UNK'
-              % (dict_trg, len(missing), options['n_words'], missing[0]), file=sys.stderr)
+              % (dict_trg, len(missing), n_words, missing[0]), file=sys.stderr)
         for i in missing:
-            idict_trg[i] = 'UNK'
-    return options, params, word_dict, idict_trg
+            idict_trg[i] = unk_replace.UNK_TOKEN
+    return idict_trg
 
 
-class Translator:
-    """Beam search with one compiled sampler (one per worker process)."""
+def uses_authors_inference(models):
+    """Whether the model whose attention over previous words the search
+    keeps (the first one with a target-side attention) decodes with the
+    authors' inference."""
+    import layers
+    for _, options, _ in models:
+        if layers.variant_of(options)[1] is not None:
+            return options['inference'] == 'authors'
+    return False
 
-    def __init__(self, options, params, k, normalize, maxlen=200):
+
+# --------------------------------------------------------------------------
+# decoding
+
+class Translator(object):
+    """The batched samplers of the models (one set per worker process)."""
+
+    def __init__(self, models, search):
         import nmt
-        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
         import theano
-        self.k, self.normalize, self.maxlen = k, normalize, maxlen
-        tparams = nmt.init_tparams(params)
-        self.f_init, self.f_next = nmt.build_sampler(
-            tparams, options, RandomStreams(1234), theano.shared(numpy.float32(0.)))
+        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
+        self.search = search
+        self.samplers = [nmt.build_sampler(nmt.init_tparams(params), options,
+                                           RandomStreams(1234),
+                                           theano.shared(numpy.float32(0.)), batched=True)
+                         for _, options, params in models]
 
-    def translate(self, ids):
-        """(word ids, score, source attention rows, previous-word rows)."""
-        hyp = translate_best(self.f_init, self.f_next, ids, self.k, self.normalize,
-                             self.maxlen)
-        return (hyp.words, float(hyp.score), [a.tolist() for a in hyp.align],
-                [p.tolist() for p in hyp.prev_align])
+    def translate(self, batch):
+        """[(index, hypotheses)] of a batch [(index, source ids)]."""
+        s = self.search
+        x, x_mask = padded_batch([ids for _, ids in batch])
+        beams = batch_beam_search(self.samplers, x, x_mask, s.k, s.maxlen,
+                                  suppress_unk=s.suppress_unk,
+                                  keep_attention=s.keep_attention)
+        return [(idx, hyps) for (idx, _), hyps in zip(batch, beams)]
 
 
-def _worker(queue, results, options, params, k, normalize, maxlen):
-    translator = Translator(options, params, k, normalize, maxlen)
+def _worker(jobs, results, models, search):
+    translator = Translator(models, search)
     while True:
-        job = queue.get()
-        if job is None:
+        batch = jobs.get()
+        if batch is None:
             return
-        idx, ids = job
-        results.put((idx,) + translator.translate(ids))
+        results.put(translator.translate(batch))
 
 
-def translate_all(options, params, sources, k, normalize, n_process, maxlen=200):
-    """Yield (index, sample, score, alignment, prev_alignment) in input order."""
+def translate_all(models, sources, search, n_process):
+    """Yield [(index, hypotheses)] batch by batch (in no particular order)."""
+    batches = [[(i, sources[i]) for i in indices]
+               for indices in length_sorted_batches(sources, search.batch_size)]
     if n_process <= 1:
-        translator = Translator(options, params, k, normalize, maxlen)
-        for idx, ids in enumerate(sources):
-            yield (idx,) + translator.translate(ids)
+        translator = Translator(models, search)
+        for batch in batches:
+            yield translator.translate(batch)
         return
     ctx = multiprocessing.get_context('fork')
-    queue, results = ctx.Queue(), ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(queue, results, options, params,
-                                                 k, normalize, maxlen), daemon=True)
+    jobs, results = ctx.Queue(), ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=(jobs, results, models, search), daemon=True)
                for _ in range(n_process)]
     for w in workers:
         w.start()
-    for job in enumerate(sources):
-        queue.put(job)
+    for batch in batches:
+        jobs.put(batch)
     for _ in workers:
-        queue.put(None)
-    pending, next_idx = {}, 0
+        jobs.put(None)
     try:
-        while next_idx < len(sources):
-            try:
-                item = results.get(timeout=5)
-            except Exception:
-                if not any(w.is_alive() for w in workers):
-                    raise RuntimeError('the translation workers died')
-                continue
-            pending[item[0]] = item
-            while next_idx in pending:
-                yield pending.pop(next_idx)
-                next_idx += 1
+        for _ in batches:
+            yield _next_result(results, workers)
     finally:
         for w in workers:
             w.terminate()
 
+
+def _next_result(results, workers):
+    while True:
+        try:
+            return results.get(timeout=5)
+        except Exception:
+            if not any(w.is_alive() for w in workers):
+                raise RuntimeError('the translation workers died')
+
+
+# --------------------------------------------------------------------------
+# output
+
+def target_words(hyp, idict_trg, source_words, unk_dictionary):
+    """The words of a hypothesis (up to eos), UNKs replaced when
+    unk_dictionary is not None ({}: copy the attended source word)."""
+    words = vocab.ids_to_words(hyp.words, idict_trg)
+    if unk_dictionary is not None:
+        words = unk_replace.replace_unknown(words, source_words, hyp.align,
+                                            unk_dictionary)
+    return words
+
+
+def output_lines(idx, hyps, source_words, idict_trg, args, unk_dictionary):
+    """The lines SAVETO gets for one sentence."""
+    entries = ranked(hyps, args.n)
+    lines = []
+    for hyp, score in (entries if args.n_best else entries[:1]):
+        text = ' '.join(target_words(hyp, idict_trg, source_words, unk_dictionary))
+        if args.n_best:
+            lines.append(nbest.format_entry(idx, text, score))
+        elif args.print_scores:
+            lines.append(text + nbest.SEPARATOR + nbest.format_score(score))
+        else:
+            lines.append(text)
+        if args.print_word_probabilities:
+            lines.append(' '.join('%.6g' % numpy.exp(-c) for c in hyp.costs))
+    return lines
+
+
+def alignment_record(idx, hyp, source_line, idict_trg, authors):
+    record = {'id': idx, 'score': float(hyp.score),
+              'source': source_line.split() + ['<eos>'],
+              'target': [idict_trg[w] for w in hyp.words],
+              'source_attention': [numpy.asarray(a).tolist() for a in hyp.align],
+              'previous_attention': [numpy.asarray(p).tolist() for p in hyp.prev_align]}
+    if authors:
+        record['inference'] = 'authors'
+    return json.dumps(record, ensure_ascii=False)
+
+
+def write_output(path, lines):
+    text = ''.join(line + '\n' for line in lines)
+    if path == '-':
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        model_io.atomic_write(path, lambda f: f.write(text), 'w')
+
+
+# --------------------------------------------------------------------------
+# command line
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description='Translate with beam search.')
     p.add_argument('-k', type=int, default=5, help='beam size (default 5)')
     p.add_argument('-n', action='store_true', help='normalise scores by length')
     p.add_argument('-p', type=int, default=5, help='worker processes (default 5)')
+    p.add_argument('--batch-size', type=int, default=DEFAULT_BATCH_SIZE,
+                   help='sentences decoded at once, each with its own beam (default %d)'
+                        % DEFAULT_BATCH_SIZE)
     p.add_argument('--maxlen', type=int, default=200,
                    help='longest translation in tokens (default 200)')
+    p.add_argument('--inference', choices=('training', 'authors'),
+                   help='how the attentive residual decoder computes its summary of '
+                        'the previous words: "authors", their sampler (REFERENCE.md 5b), '
+                        'or "training", the training graph\'s (default: authors for '
+                        'files whose options say decoder=gru_cond_att, else training)')
+    p.add_argument('--ensemble', action='append', default=[], metavar='MODEL2',
+                   help='another model decoded together with MODEL (log-probabilities '
+                        'averaged); repeat for more; same vocabularies')
     p.add_argument('--alignments', metavar='FILE',
                    help='also write attention matrices as JSON lines')
+    p.add_argument('--n-best', action='store_true',
+                   help='write every hypothesis of the final beam, best first, as '
+                        '"i ||| hypothesis ||| score" (Moses format)')
+    p.add_argument('--print-scores', action='store_true',
+                   help='write "translation ||| score" (the cost -log p, normalised '
+                        'with -n; n-best lines have it already)')
+    p.add_argument('--print-word-probabilities', action='store_true',
+                   help='after each output line, a line with the probability of each '
+                        'output token (eos included)')
+    p.add_argument('--suppress-unk', action='store_true',
+                   help='never produce the UNK token')
+    p.add_argument('--replace-unk', action='store_true',
+                   help='replace each UNK of the output by the source word it attended '
+                        'to most')
+    p.add_argument('--unk-dictionary', metavar='FILE',
+                   help='with --replace-unk: translate the attended source word with '
+                        'this dictionary ("SOURCE TARGET [SCORE]" lines); implies '
+                        '--replace-unk')
     p.add_argument('model')
     p.add_argument('dictionary')
     p.add_argument('dictionary_target')
     p.add_argument('source')
     p.add_argument('saveto')
     args = p.parse_args(argv)
-    if args.k < 1:
-        p.error('-k must be at least 1')
-    if args.p < 1:
-        p.error('-p must be at least 1')
+    for flag, value in (('-k', args.k), ('-p', args.p), ('--batch-size', args.batch_size),
+                        ('--maxlen', args.maxlen)):
+        if value < 1:
+            p.error('%s must be at least 1' % flag)
+    if args.unk_dictionary:
+        args.replace_unk = True
     return args
+
+
+def _check_writable(path):
+    directory = os.path.dirname(os.path.abspath(path))
+    if path != '-' and not os.path.isdir(directory):
+        raise InputError('%s: cannot write: no such directory %s' % (path, directory))
+
+
+def prepare(args):
+    """Models, dictionaries and sources (InputError on bad input)."""
+    for path in (args.saveto, args.alignments):
+        if path:
+            _check_writable(path)
+    models = load_models([args.model] + args.ensemble, args.inference)
+    options = models[0][1]
+    word_dict = model_io.load_dictionary(args.dictionary)
+    idict_trg = target_id_to_word(args.dictionary_target, options['n_words'])
+    unk_dictionary = None
+    if args.replace_unk:
+        unk_dictionary = (unk_replace.load_dictionary(args.unk_dictionary)
+                          if args.unk_dictionary else {})
+    lines = read_lines(args.source, what='sentences to translate')
+    sources = [vocab.sentence_ids(line, word_dict, options['n_words_src']) for line in lines]
+    return models, idict_trg, unk_dictionary, lines, sources
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        options, params, word_dict, idict_trg = load_translation_model(
-            args.model, args.dictionary, args.dictionary_target)
-        source_lines = read_lines(args.source, what='sentences to translate')
+        models, idict_trg, unk_dictionary, source_lines, sources = prepare(args)
     except InputError as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
-    sources = [vocab.sentence_ids(line, word_dict, options['n_words_src'])
-               for line in source_lines]
+    search = Search(args.k, args.maxlen, args.batch_size, args.suppress_unk,
+                    bool(args.alignments or args.replace_unk))
     progress = ProgressLine(len(sources), 'translated', 'sentences')
-    out_lines, align_lines = [], []
-    for idx, sample, score, align, prev in translate_all(
-            options, params, sources, args.k, args.n, args.p, args.maxlen):
-        out_lines.append(' '.join(vocab.ids_to_words(sample, idict_trg)))
-        if args.alignments:
-            align_lines.append(json.dumps({
-                'id': idx, 'score': score,
-                'source': source_lines[idx].split() + ['<eos>'],
-                'target': [idict_trg[w] for w in sample],
-                'source_attention': align, 'previous_attention': prev},
-                ensure_ascii=False))
-        progress.update(idx + 1)
+    results, done = [None] * len(sources), 0
+    for batch in translate_all(models, sources, search, args.p):
+        for idx, hyps in batch:
+            results[idx] = hyps
+        done += len(batch)
+        progress.update(done)
     progress.finish()
-    text = ''.join(line + '\n' for line in out_lines)
-    if args.saveto == '-':
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        model_io.atomic_write(args.saveto, lambda f: f.write(text), 'w')
+    lines, align_lines = [], []
+    authors = uses_authors_inference(models)
+    for idx, hyps in enumerate(results):
+        words = source_lines[idx].split()
+        lines.extend(output_lines(idx, hyps, words, idict_trg, args, unk_dictionary))
+        if args.alignments:
+            best = ranked(hyps, args.n)[0][0]
+            align_lines.append(alignment_record(idx, best, source_lines[idx], idict_trg,
+                                                authors))
+    write_output(args.saveto, lines)
     if args.alignments:
-        model_io.atomic_write(args.alignments,
-                              lambda f: f.write(''.join(a + '\n' for a in align_lines)),
-                              'w')
+        write_output(args.alignments, align_lines)
     return 0
 
 

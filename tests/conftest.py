@@ -168,6 +168,16 @@ class Model(object):
                 self.tparams, self.options, g['trng'], g['use_noise'])
         return self._fns['sampler']
 
+    def batched_sampler(self):
+        """nmt.build_sampler(..., batched=True), compiled like f_forward."""
+        if 'batched_sampler' not in self._fns:
+            g = self.graph
+            mode = 'FAST_RUN' if (FULL or self.name in FAST_RUN_FORWARD) else 'FAST_COMPILE'
+            self._fns['batched_sampler'] = self.nmt.build_sampler(
+                self.tparams, self.options, g['trng'], g['use_noise'], batched=True,
+                mode=mode)
+        return self._fns['batched_sampler']
+
 
 @pytest.fixture(scope='session')
 def nmt_module():

@@ -264,6 +264,23 @@ def shifted_embeddings(params, y):
     return E
 
 
+def residual_scores(p, scoring, Es, s_t, c_t):
+    """Scores of the words Es (J x e) in the attentive residual's window, for
+    one sample whose state and context at this step are s_t and c_t."""
+    if scoring == 'dot':
+        return Es @ (c_t @ p['cond_att_W_ctx'])
+    K = Es @ p['cond_att_W_prev'] + p['cond_att_b_prev']
+    if scoring == 'content':
+        pre = K
+    elif scoring == 'content_scope':
+        pre = K + s_t @ p['cond_att_W_scope']
+    elif scoring == 'sum':
+        pre = K + c_t @ p['cond_att_W_ctx']
+    elif scoring == 'product':
+        pre = K * (c_t @ p['cond_att_W_ctx'])
+    return np.tanh(pre) @ p['cond_att_V_prev'][:, 0]
+
+
 def _window(y_mask, t, i):
     return [j for j in range(t + 1) if y_mask[j, i] > 0]
 
@@ -344,20 +361,7 @@ def forward(params, options, x, x_mask, y, y_mask):
                         prev[i] = sum(E[j, i] for j in js1) / len(js1)
                     continue
                 Es = np.stack([E[j, i] for j in js])                   # J x e
-                if scoring == 'dot':
-                    scores = Es @ (C[t, i] @ p['cond_att_W_ctx'])
-                else:
-                    K = Es @ p['cond_att_W_prev'] + p['cond_att_b_prev']
-                    if scoring == 'content':
-                        pre = K
-                    elif scoring == 'content_scope':
-                        pre = K + S[t, i] @ p['cond_att_W_scope']
-                    elif scoring == 'sum':
-                        pre = K + C[t, i] @ p['cond_att_W_ctx']
-                    elif scoring == 'product':
-                        pre = K * (C[t, i] @ p['cond_att_W_ctx'])
-                    scores = np.tanh(pre) @ p['cond_att_V_prev'][:, 0]
-                w = window_softmax(scores)
+                w = window_softmax(residual_scores(p, scoring, Es, S[t, i], C[t, i]))
                 for jj, j in enumerate(js):
                     prev_alphas[t, i, j] = w[jj]
                     prev[i] += w[jj] * Es[jj]
@@ -487,11 +491,15 @@ def make_sampler(params, options):
     return f_init, f_next
 
 
-def beam_search(f_init, f_next, x, k=1, maxlen=30):
+def beam_search(f_init, f_next, x, k=1, maxlen=30, memory=None):
     """Beam search of section 5 for one sentence (x: T x 1).
 
     f_init(x) -> [state (1 x d), ctx (T x 1 x c)];
     f_next(y_prev, ctx, state) -> [probs (live x V), anything, next_state, ...].
+    With a memory (the authors' gen_sample, section 5b: one zero row, 1 x 1 x
+    e), f_next also takes the memory M (rows x live x e) and the step counter,
+    and returns M' after next_state; M' is reordered with the hypotheses;
+    time starts at 1 and grows by 1 after each step.
     Returns (samples, scores), unnormalised, finished hypotheses first in the
     order they finished, then the unfinished live ones.
     """
@@ -502,15 +510,20 @@ def beam_search(f_init, f_next, x, k=1, maxlen=30):
     live_states = state
     dead = 0
     y_prev = -1 * np.ones((1,), dtype='int64')
+    time = 1
     for _ in range(maxlen):
         ctx = np.tile(ctx0, [len(live), 1])
-        out = f_next(y_prev, ctx, live_states)
+        if memory is not None:
+            out = f_next(y_prev, ctx, live_states, memory, time)
+            time += 1
+        else:
+            out = f_next(y_prev, ctx, live_states)
         probs, next_states = out[0], out[2]
         cand = live_scores[:, None] - np.log(probs)
         flat = cand.flatten()
         best = np.argsort(flat)[:k - dead]
         V = probs.shape[1]
-        new_live, new_scores, new_states = [], [], []
+        new_live, new_scores, new_states, new_memory = [], [], [], []
         for b in best:
             h, w = int(b // V), int(b % V)
             hyp = live[h] + [w]
@@ -522,11 +535,15 @@ def beam_search(f_init, f_next, x, k=1, maxlen=30):
                 new_live.append(hyp)
                 new_scores.append(flat[b])
                 new_states.append(np.array(next_states[h]))
+                if memory is not None:
+                    new_memory.append(np.array(out[3][:, h]))
         live = new_live
         live_scores = np.array(new_scores)
         if len(live) < 1 or dead >= k:
             break
         live_states = np.array(new_states)
+        if memory is not None:
+            memory = np.stack(new_memory, axis=1)
         y_prev = np.array([h[-1] for h in live], dtype='int64')
     for h, s in zip(live, live_scores):
         finished.append(h)
@@ -543,6 +560,92 @@ def best_hypothesis(samples, scores, normalise=False):
     if normalise:
         scores = normalise_scores(samples, scores)
     return samples[int(np.argmin(scores))]
+
+
+# ---------------------------------------------------------------------------
+# section 5b: the authors' sampler (attentive residual decoder)
+# ---------------------------------------------------------------------------
+def make_authors_sampler(params, options):
+    """NumPy f_init / f_next of the authors' released sampler (section 5b).
+
+    f_next(y_prev, ctx, state, M, time) -> [probs, sample, next_state, M',
+    weights (n x time+1, the last entry 0), alpha (T_src x n)].  The scores
+    use the model's att_scoring with this step's state and context (5b writes
+    the authors' 'content' scoring; the others follow section 4's formulas).
+    """
+    kind, scoring = decoder_variant(options)
+    assert kind == 'attentive'
+    W = params['Wemb_dec']
+
+    def f_init(x):
+        ctx = encoder(params, x)
+        return [init_state(params, ctx), ctx]
+
+    def f_next(y_prev, ctx, state, M, time):
+        y_prev = np.asarray(y_prev)
+        n = y_prev.shape[0]
+        emb = np.zeros((n, W.shape[1]), dtype=W.dtype)
+        for i in range(n):
+            if y_prev[i] >= 0:
+                emb[i] = W[y_prev[i]]
+        ones = np.ones((n,), dtype=W.dtype)
+        pctx = ctx @ params['decoder_Wc_att'] + params['decoder_b_att']
+        s, c, alpha = cond_gru_step(params, emb, ones, state, ctx, pctx,
+                                    np.ones(ctx.shape[:2], dtype=W.dtype))
+        # M' = switch(time > 1, [M; emb], emb): the switch broadcasts emb to
+        # the rows of [M; emb], so with time = 1 M' is emb repeated
+        if time > 1:
+            M_new = np.concatenate([M, emb[None]], axis=0)
+        else:
+            M_new = np.repeat(emb[None], M.shape[0] + 1, axis=0)
+        d = np.zeros_like(emb)
+        weights = np.zeros((n, M_new.shape[0]), dtype=W.dtype)
+        for i in range(n):
+            rows = M_new[:time, i]                              # j < time
+            w = window_softmax(residual_scores(params, scoring, rows, s[i], c[i]))
+            weights[i, :time] = w
+            for j in range(time):
+                d[i] += w[j] * rows[j]
+        probs = readout_probs(params, options, s, d, c)
+        return [probs, probs.argmax(axis=1), s, M_new, weights, alpha]
+
+    return f_init, f_next
+
+
+def authors_memory(options, dtype='float32'):
+    """The memory the authors' gen_sample starts with: one zero row."""
+    return np.zeros((1, 1, options['dim_word']), dtype=dtype)
+
+
+def authors_force_decode(params, options, x, y):
+    """Teacher-forced steps of the authors' sampler for one sentence (x: T x
+    1, y: the target ids ending with eos): per step the probabilities (V),
+    M' (rows x e), the weights over the rows the sampler attends to (time
+    entries, without the trailing 0) and the source attention (T_src)."""
+    f_init, f_next = make_authors_sampler(params, options)
+    state, ctx = f_init(x)
+    M, time, y_prev = authors_memory(options, state.dtype), 1, np.array([-1])
+    steps = []
+    for word in y:
+        probs, _, state, M, weights, alpha = f_next(y_prev, ctx, state, M, time)
+        assert weights[0, -1] == 0 and weights.shape[1] == time + 1
+        steps.append(dict(probs=probs[0], memory=M[:, 0], prev_alpha=weights[0, :-1],
+                          alpha=alpha[:, 0]))
+        time += 1
+        y_prev = np.array([word])
+    return steps
+
+
+def sampler_cost(params, options, x, y):
+    """-log p(y | x) as the model's sampler computes it (x: T x 1, y: ids
+    ending with eos): the training graph's cost, or with the authors'
+    inference the sum over their sampler's steps."""
+    if options.get('inference') == 'authors':
+        steps = authors_force_decode(params, options, x, y)
+        return sum(-np.log(s['probs'][w]) for s, w in zip(steps, y))
+    y = np.array(y, dtype='int64')[:, None]
+    return cost_per_sentence(params, options, x, np.ones(x.shape, dtype=params['Wemb'].dtype),
+                             y, np.ones(y.shape, dtype=params['Wemb'].dtype))[0][0]
 
 
 # ---------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def _last_json(proc):
 
 def test_benchmark_tiny_train_and_translate():
     train = _start('train', '--config', 'tiny', '--updates', '3')
-    translate = _start('translate', '--config', 'tiny', '--sentences', '2')
+    translate = _start('translate', '--config', 'tiny', '--sentences', '5',
+                       '--batch-size', '2', '--processes', '2')
     try:
         r = _last_json(train)
         t = _last_json(translate)
@@ -46,6 +47,11 @@ def test_benchmark_tiny_train_and_translate():
     assert r['options']['decoder'] == 'gru_cond' and r['options']['dim'] == 24
     assert r['machine']['cores'] >= 1 and 'blas' in r['machine']
 
-    assert t['mode'] == 'translate' and t['sentences'] == 2
-    for key in ('sentences_per_sec', 'tokens_per_sec', 'compile_sec', 'peak_rss_mb'):
+    assert t['mode'] == 'translate' and t['sentences'] == 5 and t['batch_size'] == 2
+    assert t['processes'] == 2
+    for key in ('sentences_per_sec', 'sentences_per_sec_single', 'sentences_per_sec_processes',
+                'tokens_per_sec', 'tokens_per_sec_single', 'compile_sec', 'compile_sec_single',
+                'peak_rss_mb'):
         assert t[key] > 0, key
+    # the batched search gives the one-sentence search's translations
+    assert t['identical'] is True and t['max_score_difference'] < 1e-4

@@ -14,7 +14,10 @@ import beam_search
 
 from conftest import CONFIGS, make_batch
 
-DECODING_CONFIGS = [name for name in CONFIGS if name != 'baseline_dropout']
+# the sampler of the authors' inference (the alias 'gru_cond_att') computes
+# another summary than training does, on purpose: test_authors_inference.py
+DECODING_CONFIGS = [name for name in CONFIGS if name != 'baseline_dropout'
+                    and CONFIGS[name].get('decoder') != 'gru_cond_att']
 
 
 @pytest.mark.parametrize('name', DECODING_CONFIGS)

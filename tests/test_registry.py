@@ -62,9 +62,15 @@ def test_carried_tensors_follow_the_options(nmt_module):
     assert carried(decoder='gru_cond') == []
     assert carried(decoder='gru_cond_residual', residual='mean') == [
         ('prev_embs', ('steps', 'hyps', 'dim_word'))]
-    assert carried(decoder='gru_cond_att') == [
+    assert carried(decoder='gru_cond_residual', residual='attentive') == [
         ('prev_embs', ('steps', 'hyps', 'dim_word')),
         ('prev_keys', ('steps', 'hyps', 'dim_word'))]
+    # the authors' alias decodes with their inference (REFERENCE.md 5b)
+    assert carried(decoder='gru_cond_att') == [
+        ('memory', ('steps', 'hyps', 'dim_word')),
+        ('memory_keys', ('steps', 'hyps', 'dim_word')), ('time', ())]
+    assert carried(decoder='gru_cond_att', inference='training') == carried(
+        decoder='gru_cond_residual', residual='attentive')
     assert carried(decoder='gru_cond_memory') == [
         ('prev_states', ('steps', 'hyps', 'dim')), ('prev_keys', ('steps', 'hyps', 'dim'))]
 

@@ -1,0 +1,99 @@
+"""Rescore an n-best list with one or more models.
+
+    python rescore.py -m MODEL [MODEL ...] -s SOURCE -i NBEST -o OUTPUT
+        [-b BATCH] [-d DICT_SRC DICT_TRG] [-n] [--inference training|authors]
+
+NBEST is a Moses-format n-best list (``i ||| hypothesis ||| score``, as
+``translate.py --n-best`` writes; ``i`` is the 0-based line of SOURCE).
+Each model gives every entry its cost, -log p(hypothesis | source) summed
+over the hypothesis' tokens and eos, exactly as score.py computes it (the
+training graph, or with ``--inference authors`` forced decoding through the
+authors' sampler); with ``-n`` the cost divided by the number of tokens plus
+one.  OUTPUT ('-' = stdout) is NBEST with these costs appended to each
+line's last field, one per model in the order given, separated by spaces.
+An n-best file that does not parse is an error (one line naming the file and
+line); OUTPUT appears only once every entry is scored.
+"""
+import theano_env  # noqa: F401  (must come before theano)
+
+import argparse
+import sys
+
+from model_io import atomic_write, load_dictionary
+from nbest import format_score, read_nbest
+from score import build_scorer, pair_ids, score_pairs
+from text_io import InputError, read_lines
+
+
+def load_scoring_model(path, dictionaries, inference):
+    """(options, parameters, word dictionaries) of one model."""
+    import nmt
+    options, params = nmt.load_model(path)
+    if inference == 'authors':
+        try:
+            nmt.check_options(dict(options, inference='authors'))
+        except InputError as e:
+            raise InputError('%s: %s' % (path, e))
+    dict_paths = dictionaries or options.get('dictionaries')
+    if not dict_paths:
+        raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG' % path)
+    return options, params, [load_dictionary(d) for d in dict_paths]
+
+
+def model_costs(path, args, source_lines, entries):
+    """One model's cost of every n-best entry."""
+    options, params, word_dicts = load_scoring_model(path, args.dictionaries,
+                                                     args.inference)
+    pairs = pair_ids([source_lines[index] for index, _, _, _ in entries],
+                     [hyp for _, hyp, _, _ in entries], args.source, args.input,
+                     word_dicts, options)
+    costs = score_pairs(build_scorer(options, params, args.inference), pairs, args.batch)
+    if args.n:
+        costs = costs / [len(trg) + 1 for _, trg in pairs]
+    return costs
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description='Rescore an n-best list with NMT models.')
+    p.add_argument('-m', '--models', nargs='+', required=True, metavar='MODEL',
+                   help='one cost per model, in this order')
+    p.add_argument('-s', '--source', required=True,
+                   help='the source sentences the n-best list translates')
+    p.add_argument('-i', '--input', required=True, metavar='NBEST',
+                   help='n-best list: "i ||| hypothesis ||| scores" lines')
+    p.add_argument('-o', '--output', required=True, help="rescored n-best list ('-': stdout)")
+    p.add_argument('-b', '--batch', type=int, default=80,
+                   help='pairs scored at once (default 80)')
+    p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'),
+                   help='default: those named in each model\'s options')
+    p.add_argument('-n', action='store_true',
+                   help='divide each cost by the hypothesis length (tokens + eos)')
+    p.add_argument('--inference', choices=('training', 'authors'), default='training',
+                   help='as score.py: the training graph\'s cost (default), or forced '
+                        'decoding through the authors\' sampler (REFERENCE.md 5b)')
+    args = p.parse_args(argv)
+    if args.batch < 1:
+        p.error('-b must be at least 1')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        source_lines = read_lines(args.source, what='source sentences')
+        entries = read_nbest(args.input, len(source_lines))
+        columns = [model_costs(path, args, source_lines, entries) for path in args.models]
+    except InputError as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    text = ''.join('%s %s\n' % (line.rstrip(), ' '.join(format_score(c[i]) for c in columns))
+                   for i, (_, _, _, line) in enumerate(entries))
+    if args.output == '-':
+        sys.stdout.write(text)
+    else:
+        atomic_write(args.output, lambda f: f.write(text), 'w')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
