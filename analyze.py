@@ -36,7 +36,7 @@ import attention_positions
 import attention_records
 import attention_trees
 import parseval
-from model_io import atomic_write
+from model_io import write_text
 from progress import ProgressLine
 from text_io import InputError, open_binary, read_lines
 
@@ -122,13 +122,6 @@ def pick(records, index, path):
 
 
 # ---------------------------------------------------------------- outputs
-
-def write_text(path, text):
-    if path == '-':
-        sys.stdout.write(text)
-    else:
-        atomic_write(path, lambda f: f.write(text), 'w')
-
 
 def csv_text(header, rows):
     buf = io.StringIO()

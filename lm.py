@@ -37,7 +37,6 @@ if __name__ == '__main__':
     theano_env.configure(allow_gc=False)   # as nmt.py: faster training steps
 
 import argparse
-import copy
 import math
 import os
 from collections import OrderedDict
@@ -56,7 +55,7 @@ from model_io import load_dictionary, load_options, load_params, save_dictionary
 from optimizers import OPTIMIZERS
 from progress import ProgressLine
 from text_io import InputError
-from training_loop import Compiled, Prepared, TrainingError, TrainingLoop
+from training_loop import Compiled, Prepared, TrainingLoop, reloaded_architecture, run_command
 
 MODEL_KIND = 'language_model'   # options['model_kind'] of every lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS
@@ -396,16 +395,9 @@ def training_options(kwargs):
     if not options['dataset']:
         raise InputError('--data is required')
     check_options(options)
-    model_options = copy.copy(options)
-    reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
-    if reloading:
-        saved = fill_options(load_options(options['saveto']))
-        for key in ARCHITECTURE_OPTIONS:
-            if key in kwargs and kwargs[key] != saved[key]:
-                print('warning: --%s %s ignored: the reloaded model has %s'
-                      % (key, kwargs[key], saved[key]), file=sys.stderr)
-            model_options[key] = saved[key]
-    elif not options['dictionary']:
+    model_options, reloading = reloaded_architecture(options, kwargs, fill_options,
+                                                     ARCHITECTURE_OPTIONS)
+    if not reloading and not options['dictionary']:
         model_options['dictionary'] = _build_dictionary(options)
     options['dictionary'] = model_options['dictionary']
     word_dict = load_dictionary(model_options['dictionary'])
@@ -574,19 +566,10 @@ def _cmd_configs(args):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if args['command'] == 'train':
-            train(**_train_kwargs(args))
-        else:
-            {'eval': _cmd_eval, 'sample': _cmd_sample,
-             'configs': _cmd_configs}[args['command']](args)
-    except (InputError, TrainingError) as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('interrupted: the last checkpoint is kept', file=sys.stderr)
-        return 130
-    return 0
+    if args['command'] == 'train':
+        return run_command(lambda: train(**_train_kwargs(args)))
+    commands = {'eval': _cmd_eval, 'sample': _cmd_sample, 'configs': _cmd_configs}
+    return run_command(lambda: commands[args['command']](args))
 
 
 if __name__ == '__main__':

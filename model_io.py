@@ -18,6 +18,7 @@ match its options) raises :class:`InputError`; entry points print
 import collections
 import json
 import os
+import sys
 import pickle
 import tempfile
 import warnings
@@ -79,6 +80,16 @@ def atomic_write(path, write_fn, mode='wb'):
             pass
         raise
 
+
+
+def write_text(path, text):
+    """Write ``text`` (UTF-8) to standard output when ``path`` is ``-``, else
+    to ``path`` through ``atomic_write`` (never a half-written file)."""
+    if path == '-':
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        atomic_write(path, lambda f: f.write(text), 'w')
 
 def atomic_savez(path, **arrays):
     """``numpy.savez(path, **arrays)`` written atomically.

@@ -21,7 +21,6 @@ if __name__ == '__main__':
     theano_env.configure(allow_gc=False)
 
 import argparse
-import copy
 import os
 import shlex
 import subprocess
@@ -41,7 +40,7 @@ from model_io import load_params, load_options, load_dictionary
 from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (dl4mt names)
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
 from text_io import InputError, read_lines
-from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
+from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, reloaded_architecture, run_command, with_suffix
 from training_loop import Progress, zipp, unzip  # noqa: F401 (dl4mt API)
 import vocab
 
@@ -447,15 +446,8 @@ def training_options(kwargs):
         raise InputError('--optimizer must be one of %s' % ', '.join(sorted(OPTIMIZERS)))
     if not options['datasets'] or not options['dictionaries']:
         raise InputError('--datasets and --dictionaries are required')
-    model_options = copy.copy(options)
-    reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
-    if reloading:
-        saved = fill_options(load_options(options['saveto']))
-        for key in ARCHITECTURE_OPTIONS:
-            if key in kwargs and kwargs[key] != saved[key]:
-                print('warning: --%s %s ignored: the reloaded model has %s'
-                      % (key, kwargs[key], saved[key]), file=sys.stderr)
-            model_options[key] = saved[key]
+    model_options, reloading = reloaded_architecture(options, kwargs, fill_options,
+                                                     ARCHITECTURE_OPTIONS)
     check_options(model_options)
     return options, model_options, reloading
 
@@ -675,15 +667,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        train(**args)
-    except (InputError, TrainingError) as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('interrupted: the last checkpoint is kept', file=sys.stderr)
-        return 130
-    return 0
+    return run_command(lambda: train(**args))
 
 
 if __name__ == '__main__':

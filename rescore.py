@@ -19,7 +19,7 @@ import theano_env  # noqa: F401  (must come before theano)
 import argparse
 import sys
 
-from model_io import atomic_write, load_dictionary
+from model_io import load_dictionary, write_text
 from nbest import format_score, read_nbest
 from score import build_scorer, pair_ids, score_pairs
 from text_io import InputError, read_lines
@@ -88,10 +88,7 @@ def main(argv=None):
         return 1
     text = ''.join('%s %s\n' % (line.rstrip(), ' '.join(format_score(c[i]) for c in columns))
                    for i, (_, _, _, line) in enumerate(entries))
-    if args.output == '-':
-        sys.stdout.write(text)
-    else:
-        atomic_write(args.output, lambda f: f.write(text), 'w')
+    write_text(args.output, text)
     return 0
 
 

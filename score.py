@@ -18,7 +18,7 @@ import sys
 
 import numpy
 
-from model_io import atomic_write, load_dictionary
+from model_io import load_dictionary, write_text
 from progress import ProgressLine
 from text_io import InputError, read_lines
 from vocab import words_to_ids
@@ -120,10 +120,7 @@ def main(argv=None):
               file=sys.stderr)
         return 1
     text = ''.join('%s\n' % repr(float(c)) for c in costs)
-    if args.output == '-':
-        sys.stdout.write(text)
-    else:
-        atomic_write(args.output, lambda f: f.write(text), 'w')
+    write_text(args.output, text)
     return 0
 
 

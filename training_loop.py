@@ -18,6 +18,7 @@ or anything the subclass validates on), ``self.model`` (a ``Compiled``),
 then calls ``self.start(reloading)``; and it defines ``prepare_batch``,
 ``valid_cost`` and ``print_samples`` (and optionally ``extra_validation``).
 """
+import copy
 import os
 import sys
 import time
@@ -28,15 +29,48 @@ import numpy
 import theano_env  # noqa: F401  (configures Theano before its import)
 import theano.tensor as tensor
 
-from model_io import load_archive_extras
+from model_io import load_archive_extras, load_options
 from optimizers import OPTIMIZERS, clip_gradients
 from progress import format_duration
+from text_io import InputError
 from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
                             resume_path)
 
 
 class TrainingError(Exception):
     """Training cannot go on (a NaN cost, say); the last checkpoint is kept."""
+
+
+def run_command(action):
+    """Run a training command line's ``action()``: exit status 0; 1 with one
+    line ``error: ...`` for bad input or a failed run; 130 on Ctrl-C (the last
+    checkpoint is kept, as on any kill)."""
+    try:
+        action()
+    except (InputError, TrainingError) as e:
+        print('error: %s' % e, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print('interrupted: the last checkpoint is kept', file=sys.stderr)
+        return 130
+    return 0
+
+
+def reloaded_architecture(options, given, fill_options, architecture):
+    """(model options, reloading): a copy of the run's ``options`` in which,
+    when ``--reload`` finds the model file, the ``architecture`` options come
+    from the saved model (a different value ``given`` on the command line is
+    ignored with a warning)."""
+    model_options = copy.copy(options)
+    reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
+    if reloading:
+        saved = fill_options(load_options(options['saveto']))
+        for key in architecture:
+            if key in given and given[key] != saved[key]:
+                print('warning: --%s %s ignored: the reloaded model has %s'
+                      % (key, given[key], saved[key]), file=sys.stderr)
+            model_options[key] = saved[key]
+    return model_options, reloading
 
 
 def zipp(params, tparams):

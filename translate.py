@@ -246,12 +246,7 @@ def alignment_record(idx, hyp, source_line, idict_trg, authors):
 
 
 def write_output(path, lines):
-    text = ''.join(line + '\n' for line in lines)
-    if path == '-':
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        model_io.atomic_write(path, lambda f: f.write(text), 'w')
+    model_io.write_text(path, ''.join(line + '\n' for line in lines))
 
 
 # --------------------------------------------------------------------------
