@@ -127,14 +127,14 @@ def matrices_figure(records, labels, path, panels=('source', 'previous')):
             ax = axes[row, col]
             if panel == 'source':
                 _matrix_panel(ax, record.source_attention.T, record.target, record.source,
-                              '%s: attention over the source' % label)
+                              '%s:\nattention over the source' % label)
             elif record.previous:
                 _matrix_panel(ax, items_matrix(record), record.target,
                               record.item_labels(len(record.target)),
-                              '%s: attention over previous words' % label)
+                              '%s:\nattention over previous words' % label)
             else:
                 ax.axis('off')
-                ax.set_title('%s: no attention over previous words' % label, fontsize=9)
+                ax.set_title('%s:\nno attention over previous words' % label, fontsize=9)
     fig.tight_layout()
     save(fig, path)
 
