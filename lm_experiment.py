@@ -46,6 +46,7 @@ from build_dictionary import build_dictionary
 from data_iterator import prepare_monolingual
 from model_io import atomic_write, save_dictionary
 from text_io import InputError, one_line, read_lines
+from training_loop import TrainingError
 
 VARIANTS = OrderedDict([
     ('baseline', dict(residual='none')),
@@ -303,7 +304,7 @@ def main(argv=None):
                 log('%s, seed %d: test perplexity %.3f, agreement %.1f%%, %.0f s' % (
                     variant, seed, results[-1]['test_perplexity'],
                     100 * results[-1]['agreement_accuracy'], seconds))
-    except (InputError, lm.TrainingError) as e:
+    except (InputError, TrainingError) as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
     except OSError as e:
