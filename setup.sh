@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One-time set-up on a fresh machine: OpenBLAS (Debian), the virtual
+# One-time set-up on a fresh machine: g++, OpenBLAS and a CJK font (Debian), the virtual
 # environment .venv with the pinned packages, and a check that Theano imports.
 # Safe to run again: it only installs what is missing.
 #
 #   bash setup.sh                  the CPU set-up
 #   bash setup.sh --gpu            and the GPU back-end, then the GPU check
-#                                  (NVIDIA driver needed; notes/README-gpu.md)
+#                                  (NVIDIA driver needed; docs/gpu.md)
 #   bash setup.sh --gpu-packages   and only the GPU packages (no driver needed;
 #                                  what gpu_bundle.sh pack takes)
 set -euo pipefail
@@ -18,30 +18,34 @@ case "${1:-}" in
     *) echo "usage: bash setup.sh [--gpu | --gpu-packages]" >&2; exit 2 ;;
 esac
 
-if ! ls /usr/lib/*/openblas-pthread/libopenblas.so* >/dev/null 2>&1; then
+# Debian packages, each installed with apt-get (as root) only when missing;
+# without apt-get or root, a one-line note of what is lost instead.
+APT_UPDATED=
+apt_install() {  # apt_install PACKAGE WHY_NEEDED
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "setup: installing OpenBLAS (libopenblas-dev) with apt-get" >&2
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev >/dev/null
+        echo "setup: installing $1 with apt-get" >&2
+        [ -n "$APT_UPDATED" ] || { apt-get update -qq >/dev/null; APT_UPDATED=1; }
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
     else
-        echo "setup: OpenBLAS not found and apt-get not usable; Theano will use" \
-             "NumPy's BLAS (5-15% slower). Install libopenblas-dev for full speed." >&2
+        echo "setup: $1 missing and apt-get not usable: $2. Install $1 to fix." >&2
     fi
-fi
+}
 
+any_file() {  # any_file PATH...: true when one of the (globbed) paths exists
+    local f
+    for f in "$@"; do [ -e "$f" ] && return 0; done
+    return 1
+}
+
+# Theano compiles its ops (and fast_ops.py's, with OpenMP) with g++.
+command -v g++ >/dev/null 2>&1 \
+    || apt_install g++ "Theano cannot compile C code and runs far slower"
+any_file /usr/lib/*/openblas-pthread/libopenblas.so* \
+    || apt_install libopenblas-dev "Theano will use NumPy's BLAS (5-15% slower)"
 # A font with Chinese/Japanese/Korean glyphs for analyze.py's figures (words on
 # the axes); without one, analyze.py warns and such glyphs show as boxes.
-if ! ls /usr/share/fonts/truetype/wqy/wqy-*.tt? /usr/share/fonts/opentype/noto/NotoSansCJK* \
-        >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "setup: installing a CJK font (fonts-wqy-microhei) with apt-get" >&2
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-microhei >/dev/null
-    else
-        echo "setup: no CJK font and apt-get not usable; analyze.py figures will show" \
-             "Chinese words as boxes. Install fonts-wqy-microhei to fix." >&2
-    fi
-fi
+any_file /usr/share/fonts/truetype/wqy/wqy-*.tt? /usr/share/fonts/opentype/noto/NotoSansCJK* \
+    || apt_install fonts-wqy-microhei "analyze.py figures will show Chinese words as boxes"
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
