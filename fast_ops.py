@@ -1,5 +1,5 @@
 """C ops for the hot spots of training on a CPU (the profile is in
-notes/README-speed.md), each computing what the Theano graph it replaces
+README.md, "Speed"), each computing what the Theano graph it replaces
 computes, up to float32 rounding.
 
 ``attention(pctx, q, U_att, c_tt, cc, mask)``

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offline bundle for a GPU node without network (notes/README-gpu.md).
+# Offline bundle for a GPU node without network (docs/gpu.md).
 #
 #   bash gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR]   here, with network
 #   bash gpu_bundle.sh unpack BUNDLE [--no-check]       there, in the project

@@ -18,7 +18,7 @@ imports this module first; the user sets nothing by hand.  What it fixes:
 
 Settings the user gives in THEANO_FLAGS or OPENBLAS_NUM_THREADS win.
 
-GPU: ``THEANO_FLAGS=device=cuda`` is the one switch (notes/README-gpu.md).  Then
+GPU: ``THEANO_FLAGS=device=cuda`` is the one switch (docs/gpu.md).  Then
 this module (1) checks that ``setup.sh --gpu`` made the links libgpuarray
 loads, (2) re-executes the interpreter once with them on LD_LIBRARY_PATH (the
 dynamic loader reads that variable only when a process starts, and

@@ -17,7 +17,7 @@ default for every other file).  ``--n-best``, ``--print-scores`` and
 FILE`` also writes, one JSON object a line, the attention over the source and
 (for the residual, memory and self-attentive decoders) over previous words or
 states.  Progress goes to stderr.  No output file appears unless every line
-is translated.  The formats are in notes/README-translate.md.
+is translated.  The formats are in README.md, "Translating".
 """
 import theano_env  # noqa: F401  (must come before theano)
 
