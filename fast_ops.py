@@ -854,20 +854,14 @@ def enabled():
 
 
 def attention(pctx, q, U_att, c_tt, cc, mask=None):
-    """The source attention (REFERENCE.md section 3): alpha = softmax over
+    """The source attention (REFERENCE.md section 3) as one C op (Theano's
+    graph of it: layers.attention_graph): alpha = softmax over
     the source of (tanh(pctx + q) U_att + c_tt), masked (exp without max
     subtraction, times the mask, normalised, as the original computes);
     ctx = sum_i alpha_i cc_i.  Returns (ctx (N, K2), alpha (T, N)).  The op
     reads pctx and cc once (twice for the gradient), skips masked source
     positions and evaluates tanh with the vector tanhf; its dot product with
     U_att sums in another order than BLAS (float32 rounding)."""
-    if not enabled():
-        e = tensor.dot(tensor.tanh(pctx + tensor.shape_padleft(q)), U_att) + c_tt
-        alpha = tensor.exp(e.reshape([e.shape[0], e.shape[1]]))
-        if mask is not None:
-            alpha = alpha * mask
-        alpha = alpha / alpha.sum(0, keepdims=True)
-        return (cc * alpha[:, :, None]).sum(0), alpha
     op = SourceAttention(mask is not None)
     return op(*([pctx, q, U_att, c_tt, cc] + ([mask] if mask is not None else [])))
 

@@ -297,23 +297,27 @@ def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt,
                      decoding=False):
     """Attention over the source annotations; returns (c, alpha (T_src x n)).
 
-    exp without max subtraction, masked, normalised: as the original computes.
-    Training: one C op over the T_src x n x 2d values (fast_ops.attention).
-    decoding: Theano's graph in the one-step forms (dot_vector rowwise,
-    exp_tanh), so that a sentence's numbers do not depend on its batch.
+    Training on the CPU: one C op over the T_src x n x 2d values
+    (fast_ops.attention); otherwise Theano's graph (attention_graph).
     """
-    if not decoding:
-        return fast_ops.attention(pctx_, tensor.dot(h1, W_comb_att), U_att, c_tt, cc_,
-                                  context_mask)
-    pctx__ = exp_tanh(pctx_ + tensor.dot(h1, W_comb_att)[None, :, :])
-    alpha = dot_vector(pctx__, U_att, rowwise=True) + c_tt
-    alpha = alpha.reshape([alpha.shape[0], alpha.shape[1]])
-    alpha = tensor.exp(alpha)
+    q = tensor.dot(h1, W_comb_att)
+    if not decoding and fast_ops.enabled():
+        return fast_ops.attention(pctx_, q, U_att, c_tt, cc_, context_mask)
+    return attention_graph(pctx_, q, U_att, c_tt, cc_, context_mask, decoding)
+
+
+def attention_graph(pctx_, q, U_att, c_tt, cc_, context_mask=None, decoding=False):
+    """The source attention in Theano's ops: alpha = exp(tanh(pctx + q) U_att +
+    c_tt) without max subtraction, masked, normalised (as the original);
+    c = sum_i alpha_i cc_i.  decoding: the one-step forms (dot_vector rowwise,
+    exp_tanh), so that a sentence's numbers do not depend on its batch."""
+    hidden = attention_tanh(decoding)(pctx_ + q[None, :, :])
+    alpha = dot_vector(hidden, U_att, rowwise=decoding) + c_tt
+    alpha = tensor.exp(alpha.reshape([alpha.shape[0], alpha.shape[1]]))
     if context_mask is not None:
         alpha = alpha * context_mask
     alpha = alpha / alpha.sum(0, keepdims=True)
-    ctx_ = (cc_ * alpha[:, :, None]).sum(0)
-    return ctx_, alpha
+    return (cc_ * alpha[:, :, None]).sum(0), alpha
 
 
 def gru_cond_step(m_, x_, xx_, h_, pctx_, cc_, context_mask,
@@ -366,10 +370,9 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
     """
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
         tparams, state_below, prefix, mask, context, one_step, pctx)
-    if one_step:   # decoding keeps Theano's graph (decoding forms, not fast_ops)
-        with fast_ops.original_graph():
-            h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
-                                        context_mask, *shared_vars, decoding=True)
+    if one_step:   # decoding: Theano's graph in its one-step forms
+        h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
+                                    context_mask, *shared_vars, decoding=True)
         return {'states': h, 'ctxs': c, 'alphas': alpha.T,
                 'readout_prev': state_below}
 

@@ -7,10 +7,11 @@ import pytest
 
 from conftest import CONFIGS, make_batch, tiny_options
 
-theano = pytest.importorskip('theano')
+import theano  # noqa: E402
 import theano.tensor as tensor  # noqa: E402
 
 import fast_ops  # noqa: E402
+import layers  # noqa: E402
 
 MODES = ('FAST_RUN', 'FAST_COMPILE')    # C code, and the NumPy perform()
 
@@ -42,8 +43,8 @@ def _attention_function(original, mode, masked, with_galpha=True):
     P, Q, U, C, CC = (tensor.tensor3('p'), tensor.matrix('q'), tensor.matrix('U'),
                       tensor.vector('c'), tensor.tensor3('cc'))
     M, GC, GA = tensor.matrix('m'), tensor.matrix('gc'), tensor.matrix('ga')
-    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
-        ctx, alpha = fast_ops.attention(P, Q, U, C, CC, M if masked else None)
+    attention = layers.attention_graph if original else fast_ops.attention
+    ctx, alpha = attention(P, Q, U, C, CC, M if masked else None)
     cost = (ctx * GC).sum() + ((alpha * GA).sum() if with_galpha else 0)
     outs = [ctx, alpha] + tensor.grad(cost, [P, Q, U, CC])
     return theano.function([P, Q, U, C, CC, M, GC, GA], outs, mode=mode,
@@ -76,15 +77,20 @@ def test_attention_against_numpy_float64():
 
 
 def test_original_graph_builds_theanos_ops():
-    P, Q, U, C, CC = (tensor.tensor3('p'), tensor.matrix('q'), tensor.matrix('U'),
-                      tensor.vector('c'), tensor.tensor3('cc'))
+    H, P, W, U, C, CC = (tensor.matrix('h'), tensor.tensor3('p'), tensor.matrix('W'),
+                         tensor.matrix('U'), tensor.vector('c'), tensor.tensor3('cc'))
+    inputs = [H, P, W, U, C, CC]
+
+    def op_names():
+        ctx, alpha = layers.source_attention(H, P, CC, None, W, U, C)
+        return {type(n.op).__name__
+                for n in theano.graph.basic.io_toposort(inputs, [ctx, alpha])}
     with fast_ops.original_graph():
         assert not fast_ops.enabled()
-        ctx, alpha = fast_ops.attention(P, Q, U, C, CC)
+        ops = op_names()
     assert fast_ops.enabled()
-    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort([P, Q, U, C, CC],
-                                                                        [ctx, alpha])}
     assert 'SourceAttention' not in ops and 'Elemwise' in ops
+    assert 'SourceAttention' in op_names()
 
 
 def test_decoding_step_keeps_theanos_graph(nmt_module):
