@@ -164,15 +164,12 @@ class _Decoder(object):
 
 
 def log_probabilities(out):
-    """log p of the next word (rows x V) from one model's f_next outputs: the
-    log-softmax of its logits (computed in place: out['logits'] becomes log
-    p), or log of its probabilities if it has no logits."""
-    if 'logits' not in out:
-        return numpy.log(out['probs'])
-    log_p = out['logits']
-    log_p -= log_p.max(axis=1, keepdims=True)
-    log_p -= numpy.log(numpy.exp(log_p).sum(axis=1, keepdims=True))
-    return log_p
+    """log p of the next word (rows x V) from one model's f_next outputs:
+    its 'log_probs' (the log softmax of its logits), or log of its
+    probabilities if it has none."""
+    if 'log_probs' in out:
+        return out['log_probs']
+    return numpy.log(out['probs'])
 
 
 def ensemble_log_probs(outs, suppress_unk=False):

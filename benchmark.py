@@ -31,6 +31,8 @@ translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
            in P worker processes (forked after compiling).  A random model
            almost never emits eos early, so nearly every sentence runs to
            maxlen: the figures are a worst case for the lengths used.
+           ``--profile`` profiles f_next in both searches (its top ops and
+           the share of each search's wall time spent in it).
 
 Decoders: baseline | mean | attentive | attentive-SCORING (content,
 content_scope, sum, product, dot) | memory[-content_scope] |
@@ -462,7 +464,8 @@ def _search_batched(sampler, sources, batch_size, processes=1):
     batches = beam_search.length_sorted_batches([s + [0] for s in sources], batch_size)
     if processes > 1:
         _FORKED.update(sampler=sampler, sources=sources)
-        with multiprocessing.get_context('fork').Pool(processes) as pool:
+        with multiprocessing.get_context('fork').Pool(
+                processes, theano_env.limit_threads, (1,)) as pool:
             results = pool.map(_forked_batch, batches, chunksize=1)
     else:
         results = []
@@ -476,12 +479,16 @@ def _search_batched(sampler, sources, batch_size, processes=1):
     return best
 
 
-def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1):
+def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1,
+                    profile=None):
     import nmt
+    import theano
 
     options = model_options(config, decoder)
     numpy.random.seed(seed)
     tparams = nmt.init_tparams(nmt.init_params(options))
+    if profile:
+        theano.config.profile = True
     samplers, compile_sec = _compile_samplers(tparams, options)
 
     rng = numpy.random.RandomState(seed)
@@ -492,6 +499,9 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1)
     # warm-up: one short sentence each (first calls allocate the buffers)
     _search_single(samplers['single'], [sources[0][:lo]])
     _search_batched(samplers['batched'], [sources[0][:lo]], 1)
+    if profile:
+        import theano_profile
+        theano_profile.reset([f.function for kind in samplers for f in samplers[kind]])
 
     single, wall_1, cpu_1, load_1 = _timed(
         'one-sentence search', lambda: _search_single(samplers['single'], sources),
@@ -506,6 +516,8 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1)
             'batched search, %d processes' % processes,
             lambda: _search_batched(samplers['batched'], sources, batch_size, processes),
             n_sentences)
+    profiles = (search_profiles(samplers, {'single': wall_1, 'batched': wall_b}, profile)
+                if profile else None)
     tokens_1 = sum(len(h.words) for h in single)
     tokens_b = sum(len(h.words) for h in batched)
     others = [batched] + ([parallel] if parallel else [])
@@ -545,7 +557,27 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1)
         ('peak_rss_mb', peak_rss_mb()),
         ('original_style', False),
         ('options', reported_options(options)),
-    ])
+    ] + ([('profile', profiles)] if profiles else []))
+
+
+def search_profiles(samplers, walls, full_path):
+    """Each search's f_next profile (its top ops) on stderr and as a dict,
+    with the share of the search's wall time spent inside f_next; Theano's
+    full summaries into full_path.single / .batched unless it is True."""
+    import theano_profile
+    report = OrderedDict()
+    for kind in ('single', 'batched'):
+        f_next = samplers[kind][1].function
+        log('profile of f_next, %s search:' % kind)
+        report[kind] = theano_profile.report([f_next], top=PROFILE_TOP)
+        report[kind]['share_of_search_wall'] = round(
+            theano_profile.total_call_time([f_next]) / walls[kind], 4)
+        log('f_next took %.1f%% of the search\'s wall time'
+            % (100 * report[kind]['share_of_search_wall']))
+        if full_path is not True:
+            theano_profile.full_summary([f_next], '%s.%s' % (full_path, kind))
+    theano_profile.silence_exit_summaries()
+    return report
 
 
 # --------------------------------------------------------------------------
@@ -573,9 +605,10 @@ def parse_args(argv):
                         'alternating, sharing the parameters (figures and '
                         'their ratio; peak RSS is of both together)')
     p.add_argument('--profile', nargs='?', const=True, default=None, metavar='FILE',
-                   help="train: Theano's profiler; prints the %d most expensive "
-                        'ops (scans included) and their share; with FILE, also '
-                        "Theano's full summaries" % PROFILE_TOP)
+                   help="Theano's profiler; prints the %d most expensive ops and "
+                        'their share (train: of the training function(s), scans '
+                        'included; translate: of f_next in each search); with FILE, '
+                        "also Theano's full summaries" % PROFILE_TOP)
     p.add_argument('--batch-size', type=int, default=None,
                    help='translate: sentences per batch of the batched search '
                         '(default: translate.py\'s)')
@@ -598,7 +631,7 @@ def parse_args(argv):
         args.batch_size = translate.DEFAULT_BATCH_SIZE
     if min(args.updates, args.sentences, args.batch_size, args.processes) < 1:
         p.error('--updates, --sentences, --batch-size and --processes must be at least 1')
-    for flag in ('original_style', 'side_by_side', 'profile'):
+    for flag in ('original_style', 'side_by_side'):
         if getattr(args, flag) and args.mode != 'train':
             p.error('--%s applies to train only' % flag.replace('_', '-'))
     if args.original_style and args.side_by_side:
@@ -623,7 +656,7 @@ def run_one(args):
                              args.seed, profile=args.profile)
     else:
         result = bench_translate(args.config, args.decoder, args.sentences, args.seed,
-                                 args.batch_size, args.processes)
+                                 args.batch_size, args.processes, profile=args.profile)
     result['seed'] = args.seed
     result['machine'] = machine_info()
     return result

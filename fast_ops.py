@@ -1,5 +1,5 @@
-"""C ops for the hot spots of training on a CPU (the profile is in
-README.md, "Speed"), each computing what the Theano graph it replaces
+"""C ops for the hot spots of training and decoding on a CPU (the profiles
+are in README.md, "Speed"), each computing what the Theano graph it replaces
 computes, up to float32 rounding.
 
 ``attention(pctx, q, U_att, c_tt, cc, mask)``
@@ -17,13 +17,17 @@ computes, up to float32 rounding.
     their gradient in one op that keeps no N x V probabilities.
 ``adadelta_step(p, Eg2, Edx2, g, rho, eps)``
     One Adadelta update of a parameter in one in-place pass.
+``log_softmax(x)``
+    Decoding's log p of the next word from the logits, one pass a row.
 
 Loops over large arrays run on OMP_NUM_THREADS threads (theano_env sets 1
 unless told otherwise); threads change no number but the order of a few
 double-precision sums.  Inside ``with original_graph():`` the functions
 build Theano's own graph instead (the original code's), for comparisons;
-so do they on a GPU (device=cuda: the ops are CPU code), and decoding's
-one-step graph (layers.gru_cond_layer) always.
+so do they on a GPU (device=cuda: the ops are CPU code).  Decoding uses
+``attention`` and ``log_softmax``: every op computes each sample (row) on
+its own, in the same order whatever the batch, so a sentence gets the same
+numbers in the batched and the one-sentence search.
 The ops also have NumPy implementations (used by the Python linker).
 """
 import contextlib
@@ -73,38 +77,45 @@ _SUPPORT = r"""
 #include <immintrin.h>
 #if defined(__AVX512F__)
 extern "C" __m512 _ZGVeN16v_tanhf(__m512);
+extern "C" __m512 _ZGVeN16v_expf(__m512);
 extern "C" __m512d _ZGVeN8v_exp(__m512d);
 #define NMT_W 16
-#define NMT_TANH_BLOCK(src, dst) \
-    _mm512_storeu_ps((dst), _ZGVeN16v_tanhf(_mm512_loadu_ps(src)))
+#define NMT_BLOCK(f, src, dst) \
+    _mm512_storeu_ps((dst), _ZGVeN16v_##f(_mm512_loadu_ps(src)))
 #else
 extern "C" __m256 _ZGVdN8v_tanhf(__m256);
+extern "C" __m256 _ZGVdN8v_expf(__m256);
 extern "C" __m256d _ZGVdN4v_exp(__m256d);
 #define NMT_W 8
-#define NMT_TANH_BLOCK(src, dst) \
-    _mm256_storeu_ps((dst), _ZGVdN8v_tanhf(_mm256_loadu_ps(src)))
+#define NMT_BLOCK(f, src, dst) \
+    _mm256_storeu_ps((dst), _ZGVdN8v_##f(_mm256_loadu_ps(src)))
 #endif
 #endif
 
-/* z = tanh(z) over n contiguous floats, by blocks of NMT_W (the tail goes
-   through a padded block so that every value takes the same path) */
-static void nmt_tanh_inplace(float* z, npy_intp n)
-{
+/* z = f(z) over n contiguous floats with libmvec's vector f (tanhf or
+   expf), by blocks of NMT_W (the tail goes through a padded block so that
+   every value takes the same path); the scalar f without libmvec */
 #ifdef NMT_W
-    npy_intp j = 0;
-    for (; j + NMT_W <= n; j += NMT_W)
-        NMT_TANH_BLOCK(z + j, z + j);
-    if (j < n) {
-        float buf[NMT_W] = {0.f};
-        memcpy(buf, z + j, (n - j) * sizeof(float));
-        NMT_TANH_BLOCK(buf, buf);
-        memcpy(z + j, buf, (n - j) * sizeof(float));
-    }
+#define NMT_VECTOR_INPLACE(f, z, n) do { \
+    npy_intp j_ = 0; \
+    for (; j_ + NMT_W <= (n); j_ += NMT_W) \
+        NMT_BLOCK(f, (z) + j_, (z) + j_); \
+    if (j_ < (n)) { \
+        float buf_[NMT_W] = {0.f}; \
+        memcpy(buf_, (z) + j_, ((n) - j_) * sizeof(float)); \
+        NMT_BLOCK(f, buf_, buf_); \
+        memcpy((z) + j_, buf_, ((n) - j_) * sizeof(float)); \
+    } \
+} while (0)
 #else
-    for (npy_intp j = 0; j < n; ++j)
-        z[j] = tanhf(z[j]);
+#define NMT_VECTOR_INPLACE(f, z, n) do { \
+    for (npy_intp j_ = 0; j_ < (n); ++j_) \
+        (z)[j_] = f((z)[j_]); \
+} while (0)
 #endif
-}
+
+static void nmt_tanh_inplace(float* z, npy_intp n) { NMT_VECTOR_INPLACE(tanhf, z, n); }
+static void nmt_expf_inplace(float* z, npy_intp n) { NMT_VECTOR_INPLACE(expf, z, n); }
 
 /* float dot product of n floats (16 partial sums: vectorised) */
 static inline float nmt_dot(const float* a, const float* b, npy_intp n)
@@ -256,10 +267,26 @@ static void nmt_exp_inplace(float* z, npy_intp n)
         z[j] = expf(z[j]);
 }
 
+/* the sum of n floats in double, over 8 partial sums (vectorised); their
+   order changes the sum by a few units of 1e-16, not a float result */
+static double nmt_sum(const float* buf, npy_intp n)
+{
+    double part[8] = {0., 0., 0., 0., 0., 0., 0., 0.};
+    npy_intp j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; ++k)
+            part[k] += buf[j + k];
+    double sum = 0.;
+    for (int k = 0; k < 8; ++k)
+        sum += part[k];
+    for (; j < n; ++j)
+        sum += buf[j];
+    return sum;
+}
+
 /* Softmax of the row r = x + b as Theano's Softmax computes it: the max,
    e = exp(r - max) (left in buf), their sum in double; p_j = (float)(e_j *
-   (1 / sum)).  The sum runs over 8 partial sums (vectorised); their order
-   changes the double sum by a few units of 1e-16, not the float result. */
+   (1 / sum)). */
 static void nmt_softmax_row(const float* x, const float* b, npy_intp V,
                             float* buf, float* rmax, double* sinv)
 {
@@ -271,18 +298,33 @@ static void nmt_softmax_row(const float* x, const float* b, npy_intp V,
     for (npy_intp j = 0; j < V; ++j)
         buf[j] = buf[j] - m;
     nmt_exp_inplace(buf, V);
-    double part[8] = {0., 0., 0., 0., 0., 0., 0., 0.};
-    npy_intp j = 0;
-    for (; j + 8 <= V; j += 8)
-        for (int k = 0; k < 8; ++k)
-            part[k] += buf[j + k];
-    double sum = 0.;
-    for (int k = 0; k < 8; ++k)
-        sum += part[k];
-    for (; j < V; ++j)
-        sum += buf[j];
     *rmax = m;
-    *sinv = 1.0 / sum;
+    *sinv = 1.0 / nmt_sum(buf, V);
+}
+
+/* log softmax(x) of a row (decoding's log p): r = x - max, out = r -
+   log(sum exp(r)), exp by the vector expf (the terms only enter the double
+   sum), the max over 16 partial maxima (vectorised).  buf: V floats. */
+static void nmt_log_softmax_row(const float* x, npy_intp V, float* buf, float* out)
+{
+    float part[16];
+    for (int k = 0; k < 16; ++k)
+        part[k] = x[0];
+    npy_intp j = 0;
+    for (; j + 16 <= V; j += 16)
+        for (int k = 0; k < 16; ++k)
+            part[k] = (x[j + k] > part[k]) ? x[j + k] : part[k];
+    float m = x[0];
+    for (int k = 0; k < 16; ++k)
+        m = (part[k] > m) ? part[k] : m;
+    for (; j < V; ++j)
+        m = (x[j] > m) ? x[j] : m;
+    for (j = 0; j < V; ++j)
+        buf[j] = x[j] - m;
+    nmt_expf_inplace(buf, V);
+    const float log_sum = (float)log(nmt_sum(buf, V));
+    for (j = 0; j < V; ++j)
+        out[j] = (x[j] - m) - log_sum;
 }
 
 /* dx = d cost / d logits of cost = -log p_y with upstream gradient g, as
@@ -348,7 +390,7 @@ class _FastCOp(COp):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (2, bool(libmvec_flags()))
+        return (3, bool(libmvec_flags()))
 
 
 def _as_f32(x):
@@ -706,6 +748,58 @@ class SoftmaxNllGrad(_FastCOp):
             (dx, 'NPY_FLOAT32', '2', 'PyArray_DIMS(xc)'), (db, 'NPY_FLOAT32', '1', '&V')])
 
 
+class LogSoftmax(_FastCOp):
+    """log softmax of every row of x (N, V): decoding's log p of the next
+    word from the logits, one pass over each row (no gradient)."""
+    __props__ = ()
+
+    def make_node(self, x):
+        x = _as_f32(x)
+        if x.ndim != 2:
+            raise TypeError('log_softmax takes x (N, V)')
+        return Apply(self, [x], [tensor.fmatrix()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = _log_softmax_numpy(inputs[0])
+
+    def infer_shape(self, fgraph, node, shapes):
+        return shapes
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        (x,), (out,), fail = inputs, outputs, sub['fail']
+        code, cleanup = _contiguous([('xc', x)], fail)
+        code = '{\n' + code + r"""
+    npy_intp N = PyArray_DIMS(xc)[0], V = PyArray_DIMS(xc)[1];
+    npy_intp dims[2] = {N, V};
+    int no_memory = 0;
+"""
+        code += _ALLOC_OUT % dict(out=out, nd=2, dims='dims', fail=fail, cleanup=cleanup)
+        return code + r"""
+    #pragma omp parallel if (N * V >= NMT_PARALLEL_MIN)
+    {
+        float* buf = (float*)malloc((V > 0 ? V : 1) * sizeof(float));
+        #pragma omp for schedule(static)
+        for (npy_intp i = 0; i < N; ++i) {
+            if (buf == NULL) { no_memory = 1; continue; }
+            if (V > 0)
+                nmt_log_softmax_row((const float*)PyArray_DATA(xc) + i * V, V, buf,
+                                    (float*)PyArray_DATA(%(out)s) + i * V);
+        }
+        free(buf);
+    }
+    %(cleanup)s
+    if (no_memory) { PyErr_NoMemory(); %(fail)s }
+}
+""" % dict(out=out, cleanup=cleanup, fail=fail)
+
+
+def _log_softmax_numpy(x):
+    """log softmax of the rows of x in NumPy (float32 values, double sums)."""
+    r = (x - x.max(axis=1, keepdims=True)).astype(F32) if x.shape[1] else x.astype(F32)
+    log_sum = numpy.log(numpy.exp(r).sum(axis=1, dtype='float64', keepdims=True))
+    return (r - log_sum.astype(F32)).astype(F32)
+
+
 class AdadeltaStep(_FastCOp):
     """One Adadelta step of a parameter: (p, Eg2, Edx2, g) -> (p, Eg2, Edx2)
     updated, in one pass.  Built out of place; in FAST_RUN an optimizer of
@@ -864,6 +958,16 @@ def attention(pctx, q, U_att, c_tt, cc, mask=None):
     U_att sums in another order than BLAS (float32 rounding)."""
     op = SourceAttention(mask is not None)
     return op(*([pctx, q, U_att, c_tt, cc] + ([mask] if mask is not None else [])))
+
+
+def log_softmax(x):
+    """log softmax over the rows of x (N, V): decoding's log p of the next
+    word (beam_search reads it from f_next).  On the CPU one C op
+    (LogSoftmax); otherwise Theano's graph of it."""
+    if enabled():
+        return LogSoftmax()(x)
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - tensor.log(tensor.exp(shifted).sum(axis=1, keepdims=True))
 
 
 def output_nll(hidden, W, b, y, y_mask):

@@ -280,10 +280,10 @@ def dot_vector(x, v, rowwise=False):
 def exp_tanh(x):
     """tanh(x) = 1 - 2 / (exp(2x) + 1), within ~1e-7 (absolute) of tanh.
 
-    Decoding computes the attentions' tanh (T_src x hyps x 2d elements a
-    step, the largest elementwise cost of a step) this way: Theano's tanh
-    calls the C library's tanhf, 5x slower than its expf (16 vs 3 ns an
-    element on the project's CPU).
+    Decoding in Theano's graph (the attention over previous words, and the
+    source attention on a GPU or in fast_ops.original_graph()) computes the
+    attentions' tanh this way: Theano's tanh calls the C library's tanhf,
+    5x slower than its expf (16 vs 3 ns an element on the project's CPU).
     """
     one, two = numpy.float32(1.), numpy.float32(2.)
     return one - two / (tensor.exp(two * x) + one)
@@ -297,11 +297,11 @@ def source_attention(h1, pctx_, cc_, context_mask, W_comb_att, U_att, c_tt,
                      decoding=False):
     """Attention over the source annotations; returns (c, alpha (T_src x n)).
 
-    Training on the CPU: one C op over the T_src x n x 2d values
-    (fast_ops.attention); otherwise Theano's graph (attention_graph).
+    On the CPU (training and decoding): one C op over the T_src x n x 2d
+    values (fast_ops.attention); otherwise Theano's graph (attention_graph).
     """
     q = tensor.dot(h1, W_comb_att)
-    if not decoding and fast_ops.enabled():
+    if fast_ops.enabled():
         return fast_ops.attention(pctx_, q, U_att, c_tt, cc_, context_mask)
     return attention_graph(pctx_, q, U_att, c_tt, cc_, context_mask, decoding)
 

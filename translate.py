@@ -160,6 +160,7 @@ class Translator(object):
 
 
 def _worker(jobs, results, models, search):
+    theano_env.limit_threads(1)   # the workers share the cores
     translator = Translator(models, search)
     while True:
         batch = jobs.get()

@@ -21,6 +21,11 @@ for _p in (ROOT, HERE):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+# one BLAS / OpenMP thread in the tests and the programs they start (tiny
+# models; theano_env's default, every core, is for real runs)
+for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+    os.environ.setdefault(_var, '1')
+
 import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
 
 import numpy_reference as ref  # noqa: E402

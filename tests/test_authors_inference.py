@@ -36,7 +36,7 @@ def column(ids):
 
 
 def probabilities(out):
-    """p of the next word from f_next's outputs (the batched one has logits)."""
+    """p of the next word from f_next's outputs (the batched one has log p only)."""
     return out['probs'] if 'probs' in out else np.exp(beam_search.log_probabilities(out))
 
 

@@ -30,7 +30,7 @@ def _last_json(proc):
 def test_benchmark_tiny_train_and_translate():
     train = _start('train', '--config', 'tiny', '--updates', '3')
     translate = _start('translate', '--config', 'tiny', '--sentences', '5',
-                       '--batch-size', '2', '--processes', '2')
+                       '--batch-size', '2', '--processes', '2', '--profile')
     try:
         r = _last_json(train)
         t = _last_json(translate)
@@ -55,3 +55,8 @@ def test_benchmark_tiny_train_and_translate():
         assert t[key] > 0, key
     # the batched search gives the one-sentence search's translations
     assert t['identical'] is True and t['max_score_difference'] < 1e-4
+    # --profile: f_next's top ops in each search, and its share of the search
+    for kind in ('single', 'batched'):
+        prof = t['profile'][kind]
+        assert prof['top_ops'] and all(0 < op['share'] <= 1 for op in prof['top_ops'])
+        assert 0 < prof['share_of_search_wall'] <= 1

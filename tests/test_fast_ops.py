@@ -93,19 +93,59 @@ def test_original_graph_builds_theanos_ops():
     assert 'SourceAttention' in op_names()
 
 
-def test_decoding_step_keeps_theanos_graph(nmt_module):
-    """The one-step graph of decoding (f_next) is built with Theano's ops
-    (beam search as the original's); the scan of training with the C op."""
-    import layers
+def test_decoding_step_uses_the_c_attention_and_theanos_graph_when_asked(nmt_module):
+    """The one-step graph of decoding (f_next) takes the source attention's
+    C op on the CPU, and Theano's ops inside original_graph() (as on a GPU)."""
     options = tiny_options(nmt_module, CONFIGS['baseline'])
     tparams = nmt_module.init_tparams(nmt_module.init_params(options))
     ctx, emb, h = tensor.tensor3('ctx'), tensor.matrix('emb'), tensor.matrix('h')
-    step = layers.gru_cond_layer(tparams, emb, options, prefix='decoder', context=ctx,
-                                 one_step=True, init_state=h)
-    ops = {type(n.op).__name__ for n in theano.graph.basic.io_toposort(
-        [ctx, emb, h], [step['states'], step['alphas']])}
+
+    def op_names():
+        step = layers.gru_cond_layer(tparams, emb, options, prefix='decoder', context=ctx,
+                                     one_step=True, init_state=h)
+        return {type(n.op).__name__ for n in theano.graph.basic.io_toposort(
+            [ctx, emb, h], [step['states'], step['alphas']])}
+    assert 'SourceAttention' in op_names()
+    with fast_ops.original_graph():
+        ops = op_names()
     assert 'SourceAttention' not in ops and 'Elemwise' in ops
     assert fast_ops.enabled()   # the block restored the state
+
+
+def _log_softmax_function(original, mode):
+    x = tensor.matrix('x')
+    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+        out = fast_ops.log_softmax(x)
+    return theano.function([x], out, mode=mode)
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_log_softmax_against_numpy_float64_and_the_original_graph(mode):
+    # logits of a wide range: a large offset per row, values far below the max
+    x = (_arrays(31, (23, 1001)) * 20 + np.arange(23)[:, None] * 50).astype('float32')
+    got = _log_softmax_function(False, mode)(x)
+    x64 = x.astype('float64')
+    shifted = x64 - x64.max(1, keepdims=True)
+    expected = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(got, _log_softmax_function(True, mode)(x), rtol=1e-6, atol=1e-5)
+    # each row alone gives the same numbers, to the bit (the batched search
+    # and the one-sentence search rely on it)
+    f = _log_softmax_function(False, mode)
+    np.testing.assert_array_equal(f(x[5:6]), got[5:6])
+
+
+def test_log_softmax_is_in_both_samplers(nmt_module):
+    options = tiny_options(nmt_module, CONFIGS['baseline'])
+    tparams = nmt_module.init_tparams(nmt_module.init_params(options))
+    from theano.sandbox.rng_mrg import MRG_RandomStream
+    for batched in (False, True):
+        _, f_next = nmt_module.build_sampler(tparams, options, MRG_RandomStream(1),
+                                             theano.shared(np.float32(0.)), batched=batched)
+        ops = {type(n.op).__name__ for n in f_next.function.maker.fgraph.toposort()}
+        assert {'LogSoftmax', 'SourceAttention'} <= ops, ops
+        assert 'log_probs' in f_next.outputs
 
 
 # parameters whose gradients pass through the fast ops (attention, output
@@ -363,6 +403,7 @@ def test_two_threads_compute_the_same_numbers():
     tx, tbias, ty, tg = (tensor.matrix('x'), tensor.vector('bias'),
                          tensor.vector('y', dtype='int64'), tensor.vector('g'))
     outs = [fast_ops.SoftmaxNll()(tx, tbias, ty)] + fast_ops.SoftmaxNllGrad()(tg, tx, tbias, ty)
+    outs.append(fast_ops.LogSoftmax()(tx))
     f_out = theano.function([tx, tbias, ty, tg], outs)
     results = {}
     for n in (1, 2):
@@ -377,3 +418,28 @@ def test_two_threads_compute_the_same_numbers():
             np.testing.assert_allclose(one, two, rtol=1e-6, atol=1e-7)
         else:
             np.testing.assert_array_equal(one, two)
+
+
+def _omp_max_threads():
+    import ctypes
+    import ctypes.util
+    return ctypes.CDLL(ctypes.util.find_library('gomp')).omp_get_max_threads()
+
+
+def test_threads_default_to_every_core_and_workers_limit_them():
+    import os
+    import subprocess
+    import sys
+    import theano_env
+    env = {k: v for k, v in os.environ.items() if k not in theano_env.THREAD_VARIABLES}
+    code = ('import os, theano_env; print(",".join(os.environ[v] '
+            'for v in theano_env.THREAD_VARIABLES))')
+    out = subprocess.run([sys.executable, '-c', code], env=env, cwd=os.path.dirname(
+        os.path.abspath(theano_env.__file__)), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ','.join([str(theano_env.usable_cores())] * 3)
+    if not _omp_set_num_threads(2):
+        pytest.skip('no libgomp')
+    assert _omp_max_threads() == 2
+    theano_env.limit_threads(1)
+    assert _omp_max_threads() == 1
+    assert all(os.environ[v] == '1' for v in theano_env.THREAD_VARIABLES)
