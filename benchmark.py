@@ -373,21 +373,25 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None):
         ('options', reported_options(options)),
     ])
     if profile:
-        result['profile'] = profile_report(timers, profile)
+        result['profile'] = profile_report(
+            [(t.compiled['style'], 'the %s style' % t.compiled['style'],
+              t.compiled['functions']) for t in timers], profile)
     return result
 
 
-def profile_report(timers, full_path):
-    """Each style's top ops on stderr (and as a dict); Theano's full summaries
-    into full_path unless it is True."""
+def profile_report(groups, full_path):
+    """The top ops of each group of profiled functions on stderr, and as a
+    dict keyed like the groups; Theano's full summaries into full_path (one
+    group) or full_path.KEY unless full_path is True.
+
+    groups: [(key, what the log calls it, functions)]."""
     import theano_profile
     report = OrderedDict()
-    for timer in timers:
-        style, functions = timer.compiled['style'], timer.compiled['functions']
-        log('profile of the %s style:' % style)
-        report[style] = theano_profile.report(functions, top=PROFILE_TOP)
+    for key, title, functions in groups:
+        log('profile of %s:' % title)
+        report[key] = theano_profile.report(functions, top=PROFILE_TOP)
         if full_path is not True:
-            path = full_path if len(timers) == 1 else '%s.%s' % (full_path, style)
+            path = full_path if len(groups) == 1 else '%s.%s' % (full_path, key)
             theano_profile.full_summary(functions, path)
             log("Theano's full profile: %s" % path)
     theano_profile.silence_exit_summaries()
@@ -561,22 +565,16 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1,
 
 
 def search_profiles(samplers, walls, full_path):
-    """Each search's f_next profile (its top ops) on stderr and as a dict,
-    with the share of the search's wall time spent inside f_next; Theano's
-    full summaries into full_path.single / .batched unless it is True."""
+    """profile_report of f_next in each search, with the share of the
+    search's wall time spent inside f_next."""
     import theano_profile
-    report = OrderedDict()
-    for kind in ('single', 'batched'):
-        f_next = samplers[kind][1].function
-        log('profile of f_next, %s search:' % kind)
-        report[kind] = theano_profile.report([f_next], top=PROFILE_TOP)
-        report[kind]['share_of_search_wall'] = round(
-            theano_profile.total_call_time([f_next]) / walls[kind], 4)
-        log('f_next took %.1f%% of the search\'s wall time'
-            % (100 * report[kind]['share_of_search_wall']))
-        if full_path is not True:
-            theano_profile.full_summary([f_next], '%s.%s' % (full_path, kind))
-    theano_profile.silence_exit_summaries()
+    kinds = ('single', 'batched')
+    report = profile_report([(kind, 'f_next, %s search' % kind, [samplers[kind][1].function])
+                             for kind in kinds], full_path)
+    for kind in kinds:
+        share = theano_profile.total_call_time([samplers[kind][1].function]) / walls[kind]
+        report[kind]['share_of_search_wall'] = round(share, 4)
+        log("f_next took %.1f%% of the %s search's wall time" % (100 * share, kind))
     return report
 
 

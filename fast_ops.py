@@ -284,6 +284,25 @@ static double nmt_sum(const float* buf, npy_intp n)
     return sum;
 }
 
+/* the largest of n > 0 floats, over 16 partial maxima (vectorised; the
+   maximum does not depend on the order) */
+static float nmt_max(const float* x, npy_intp n)
+{
+    float part[16];
+    for (int k = 0; k < 16; ++k)
+        part[k] = x[0];
+    npy_intp j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int k = 0; k < 16; ++k)
+            part[k] = (x[j + k] > part[k]) ? x[j + k] : part[k];
+    float m = x[0];
+    for (int k = 0; k < 16; ++k)
+        m = (part[k] > m) ? part[k] : m;
+    for (; j < n; ++j)
+        m = (x[j] > m) ? x[j] : m;
+    return m;
+}
+
 /* Softmax of the row r = x + b as Theano's Softmax computes it: the max,
    e = exp(r - max) (left in buf), their sum in double; p_j = (float)(e_j *
    (1 / sum)). */
@@ -292,9 +311,7 @@ static void nmt_softmax_row(const float* x, const float* b, npy_intp V,
 {
     for (npy_intp j = 0; j < V; ++j)
         buf[j] = x[j] + b[j];
-    float m = buf[0];
-    for (npy_intp j = 1; j < V; ++j)
-        m = (buf[j] > m) ? buf[j] : m;
+    const float m = nmt_max(buf, V);
     for (npy_intp j = 0; j < V; ++j)
         buf[j] = buf[j] - m;
     nmt_exp_inplace(buf, V);
@@ -304,26 +321,15 @@ static void nmt_softmax_row(const float* x, const float* b, npy_intp V,
 
 /* log softmax(x) of a row (decoding's log p): r = x - max, out = r -
    log(sum exp(r)), exp by the vector expf (the terms only enter the double
-   sum), the max over 16 partial maxima (vectorised).  buf: V floats. */
+   sum).  buf: V floats. */
 static void nmt_log_softmax_row(const float* x, npy_intp V, float* buf, float* out)
 {
-    float part[16];
-    for (int k = 0; k < 16; ++k)
-        part[k] = x[0];
-    npy_intp j = 0;
-    for (; j + 16 <= V; j += 16)
-        for (int k = 0; k < 16; ++k)
-            part[k] = (x[j + k] > part[k]) ? x[j + k] : part[k];
-    float m = x[0];
-    for (int k = 0; k < 16; ++k)
-        m = (part[k] > m) ? part[k] : m;
-    for (; j < V; ++j)
-        m = (x[j] > m) ? x[j] : m;
-    for (j = 0; j < V; ++j)
+    const float m = nmt_max(x, V);
+    for (npy_intp j = 0; j < V; ++j)
         buf[j] = x[j] - m;
     nmt_expf_inplace(buf, V);
     const float log_sum = (float)log(nmt_sum(buf, V));
-    for (j = 0; j < V; ++j)
+    for (npy_intp j = 0; j < V; ++j)
         out[j] = (x[j] - m) - log_sum;
 }
 
