@@ -30,7 +30,7 @@
 * :func:`detok_bleu`: sacreBLEU on detokenised text, ``zh`` tokeniser for
   Chinese and ``13a`` otherwise (the NAACL paper's Table 3).
 * :func:`bleu_metric`: the sacrebleu metric behind each of these, for
-  evaluate.py's paired bootstrap.
+  evaluation/evaluate.py's paired bootstrap.
 """
 from sacrebleu.metrics import BLEU
 

@@ -5,7 +5,7 @@
 list of word ids.  ``prepare_data`` turns a batch into the padded, time-major
 matrices and masks that the model takes.  ``MonolingualIterator`` and
 ``prepare_monolingual`` do the same for one file (the language model of
-lm.py): batches ``(sentences,)``, sorted and skipped by the same rules.
+language_model/lm.py): batches ``(sentences,)``, sorted and skipped by the same rules.
 
 Faithful to the original:
   * tokens are the whitespace-split words of a line.  The original split
@@ -203,7 +203,7 @@ class CorpusIterator(object):
     The buffer is sorted by the length of the LAST file's sentences (the
     target side), and a line is skipped when the sentences of every file are
     longer than ``maxlen``.  ``TextIterator`` (source, target) and
-    ``MonolingualIterator`` (one file, for lm.py) fix the number of files.
+    ``MonolingualIterator`` (one file, for language_model/lm.py) fix the number of files.
     """
 
     def __init__(self, paths, dicts, n_words, batch_size=128, maxlen=100,
@@ -364,7 +364,7 @@ class TextIterator(CorpusIterator):
 
 
 class MonolingualIterator(CorpusIterator):
-    """Batches ``(sentences,)`` of id lists from one text file (lm.py)."""
+    """Batches ``(sentences,)`` of id lists from one text file (language_model/lm.py)."""
 
     def __init__(self, path, word_dict, batch_size=128, maxlen=100, n_words=-1,
                  **kwargs):

@@ -12,7 +12,7 @@ attention inside the conditional GRU), and ``target_attention`` with
 ``target_attention_scores`` (the attention over previous target words or
 decoder states used by the residual, memory and self-attentive decoders),
 and ``residual_summary`` with ``residual_summary_step`` (the d_t of the
-residual decoder and of lm.py's language model).
+residual decoder and of language_model/lm.py's language model).
 """
 import contextlib
 from collections import OrderedDict, namedtuple
@@ -188,7 +188,7 @@ def gru_one_step(tparams, state_below, prefix, mask, states):
 
 
 # --------------------------------------------------------------------------
-# LSTM (the language model's other recurrent layer, lm.py)
+# LSTM (the language model's other recurrent layer, language_model/lm.py)
 #
 # One step, gates in the order input, forget, output, candidate (no peepholes):
 #   [a_i, a_f, a_o, a_c] = x W + b + h_{t-1} U
@@ -827,7 +827,7 @@ LAYERS = {
     'lstm': (param_init_lstm, lstm_layer),
 }
 
-# The recurrent layers of the language model (lm.py): init, the sequence
+# The recurrent layers of the language model (language_model/lm.py): init, the sequence
 # layer (returns one T x n x dim sequence per state), the one-step function
 # (tparams, n x nin inputs, prefix, mask, [states]) -> [states], and the
 # names of the states a step carries (the output h first).

@@ -3,7 +3,7 @@
 ``i`` is the 0-based line number of the source sentence, ``hypothesis`` the
 tokens separated by single spaces, ``score`` the cost of the hypothesis
 (-log p, lower is better; length-normalised with ``translate.py -n``) and,
-after rescoring (rescore.py), further costs separated by spaces.  Every
+after rescoring (evaluation/rescore.py), further costs separated by spaces.  Every
 hypothesis of the final beam appears, best first.
 """
 from text_io import InputError, iter_lines

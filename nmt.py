@@ -6,7 +6,7 @@ names and signatures; ``gen_sample`` (beam_search.py) is re-exported.  The
 equations are those of ``../shared/spec/REFERENCE.md``; the layers and the
 decoder registry live in ``layers.py``, the optimisers in ``optimizers.py``,
 the data in ``data_iterator.py``, the checkpoints in ``training_state.py``,
-the training loop (shared with lm.py) in ``training_loop.py``.
+the training loop (shared with language_model/lm.py) in ``training_loop.py``.
 
     python nmt.py --model model.npz --datasets SRC TRG --dictionaries DSRC DTRG \\
         [--valid_datasets SRC TRG] [--OPTION VALUE ...]
@@ -174,7 +174,7 @@ def build_readout(tparams, options, dec, use_noise, trng, project=True):
     """Logits from the decoder's outputs (REFERENCE.md section 3, readout);
     project=False: the layer below them (what output_layer projects).
 
-    Without 'ctxs' in ``dec`` (lm.py's language model) the context term is
+    Without 'ctxs' in ``dec`` (language_model/lm.py's language model) the context term is
     left out.
     """
     ff = get_layer('ff')[1]

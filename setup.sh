@@ -7,7 +7,7 @@
 #   bash setup.sh --gpu            and the GPU back-end, then the GPU check
 #                                  (NVIDIA driver needed; docs/gpu.md)
 #   bash setup.sh --gpu-packages   and only the GPU packages (no driver needed;
-#                                  what gpu_bundle.sh pack takes)
+#                                  what gpu/bundle.sh pack takes)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -42,10 +42,10 @@ command -v g++ >/dev/null 2>&1 \
     || apt_install g++ "Theano cannot compile C code and runs far slower"
 any_file /usr/lib/*/openblas-pthread/libopenblas.so* \
     || apt_install libopenblas-dev "Theano will use NumPy's BLAS (5-15% slower)"
-# A font with Chinese/Japanese/Korean glyphs for analyze.py's figures (words on
-# the axes); without one, analyze.py warns and such glyphs show as boxes.
+# A font with Chinese/Japanese/Korean glyphs for analysis/analyze.py's figures (words on
+# the axes); without one, analysis/analyze.py warns and such glyphs show as boxes.
 any_file /usr/share/fonts/truetype/wqy/wqy-*.tt? /usr/share/fonts/opentype/noto/NotoSansCJK* \
-    || apt_install fonts-wqy-microhei "analyze.py figures will show Chinese words as boxes"
+    || apt_install fonts-wqy-microhei "analysis/analyze.py figures will show Chinese words as boxes"
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -108,23 +108,23 @@ gpu_install_packages() {  # libgpuarray, its headers and pygpu into .venv
     rm -rf "$site/pygpu/tests" "$site"/pygpu/*.c "$tmp"
     .venv/bin/python -m pip install -q --disable-pip-version-check $GPU_PIP_PACKAGES \
         2> >(grep -v "^WARNING: Location" >&2)
-    .venv/bin/python theano_gpu_fix.py
+    .venv/bin/python gpu/theano_gpu_fix.py
     echo "setup: libgpuarray and pygpu $GPU_DEB_VERSION in .venv"
 }
 
 gpu_link_cuda() {  # the bare-name CUDA links; NVRTC/cuBLAS wheels if none fits
-    if ! .venv/bin/python gpu_libs.py link; then
+    if ! .venv/bin/python gpu/cuda_libs.py link; then
         local pins
-        pins=$(.venv/bin/python gpu_libs.py pins) || return 1
+        pins=$(.venv/bin/python gpu/cuda_libs.py pins) || return 1
         echo "setup: installing $pins (matching the driver) with pip" >&2
         .venv/bin/python -m pip install -q --disable-pip-version-check $pins \
             2> >(grep -v "^WARNING: Location" >&2)
-        .venv/bin/python gpu_libs.py link
+        .venv/bin/python gpu/cuda_libs.py link
     fi
 }
 
 gpu_check() {
-    THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu_check.py
+    THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu/check.py
 }
 
 case "$GPU_MODE" in

@@ -1,6 +1,6 @@
 """Make theano-pymc 1.1.2 work on Python 3.11.  Import this before Theano.
 
-Every entry point (nmt.py, translate.py, score.py, benchmark.py, the tests)
+Every entry point (nmt.py, translate.py, score.py, speed/benchmark.py, the tests)
 imports this module first; the user sets nothing by hand.  What it fixes:
 
 * BLAS: theano-pymc looks its BLAS up in ``numpy.distutils.__config__``, which
@@ -15,7 +15,7 @@ imports this module first; the user sets nothing by hand.  What it fixes:
 * threads: BLAS (OpenBLAS, MKL) and the OpenMP loops of fast_ops use every
   core this process may run on (training at the papers' size: 1.5x faster
   on 2 cores than on one); worker processes that share the cores
-  (translate.py -p, benchmark.py --processes) call ``limit_threads(1)``.
+  (translate.py -p, speed/benchmark.py --processes) call ``limit_threads(1)``.
   OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE).
 * float32, and a compile cache whose name does not depend on the kernel
   version, so that it survives reboots.
@@ -150,7 +150,7 @@ def configure(allow_gc=None):
 # --------------------------------------------------------------------------
 # GPU (THEANO_FLAGS=device=cuda)
 
-# libgpuarray and the bare-name CUDA links that setup.sh --gpu (gpu_libs.py)
+# libgpuarray and the bare-name CUDA links that setup.sh --gpu (gpu/cuda_libs.py)
 # makes; Theano also finds gpuarray's headers and -lgpuarray under sys.prefix
 GPU_LIB_DIR = os.path.join(sys.prefix, "lib")
 GPU_LINKS = ("libcuda.so", "libnvrtc.so", "libcublas.so", "libgpuarray.so.3")
@@ -196,7 +196,7 @@ def _ensure_library_path():
     missing = [n for n in GPU_LINKS
                if not os.path.exists(os.path.join(GPU_LIB_DIR, n))]
     if missing:
-        _fail("%s missing in %s: run `bash setup.sh --gpu` (or `gpu_bundle.sh "
+        _fail("%s missing in %s: run `bash setup.sh --gpu` (or `gpu/bundle.sh "
               "unpack`) for this environment" % (", ".join(missing), GPU_LIB_DIR))
     paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     if GPU_LIB_DIR in paths:

@@ -1,4 +1,4 @@
-"""The training loop shared by nmt.py (translation) and lm.py (language model).
+"""The training loop shared by nmt.py (translation) and language_model/lm.py (language model).
 
 ``TrainingLoop`` runs updates epoch after epoch until a stopping rule holds:
 ``finish_after`` updates, ``max_epochs`` epochs, or early stopping on the

@@ -649,7 +649,7 @@ def sampler_cost(params, options, x, y):
 
 
 # ---------------------------------------------------------------------------
-# the language model of lm.py (AAAI 2018 eq. 15-18): a GRU or an LSTM over
+# the language model of language_model/lm.py (AAAI 2018 eq. 15-18): a GRU or an LSTM over
 # the shifted embeddings, the readout of the decoder without the context
 # ---------------------------------------------------------------------------
 def lstm_step(W, U, b, x, h_prev, c_prev, m):

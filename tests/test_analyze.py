@@ -11,10 +11,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import attention_positions  # noqa: E402
-import attention_records  # noqa: E402
-import attention_trees as at  # noqa: E402
-import parseval  # noqa: E402
+from analysis import attention_positions  # noqa: E402
+from analysis import attention_records  # noqa: E402
+from analysis import attention_trees as at  # noqa: E402
+from analysis import parseval  # noqa: E402
 from text_io import InputError  # noqa: E402
 
 
@@ -262,7 +262,7 @@ def test_precision_recall():
 # ---------------------------------------------------------------- the command line
 
 def run(args, cwd):
-    return subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py')] + args,
+    return subprocess.run([sys.executable, os.path.join(ROOT, 'analysis', 'analyze.py')] + args,
                           cwd=cwd, capture_output=True, text=True, timeout=300)
 
 

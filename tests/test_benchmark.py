@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, 'benchmark.py')
+BENCH = os.path.join(ROOT, 'speed', 'benchmark.py')
 TIMEOUT = 1200
 
 

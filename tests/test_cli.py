@@ -122,7 +122,7 @@ def test_translate_processes_agree_and_score_matches(workdir):
         numpy.testing.assert_allclose(att.sum(1), 1, rtol=1e-5)
         assert r['source'] == src.split() + ['<eos>']
         assert r['target'][:n_out] == out.split() and len(r['target']) == len(att)
-    run([os.path.join(ROOT, 'analyze.py'), 'matrix', 'al.jsonl', '--source', 'valid.src',
+    run([os.path.join(ROOT, 'analysis', 'analyze.py'), 'matrix', 'al.jsonl', '--source', 'valid.src',
          '-i', '1', '--png', 'att.png'], cwd=workdir)
     assert (workdir / 'att.png').read_bytes()[:4] == b'\x89PNG'
 
@@ -140,10 +140,10 @@ def test_analyze_translates_a_model_and_refuses_the_baseline(workdir):
     source attention (matrix) but no attention over previous words (positions)."""
     model_args = ['full.npz', '--source', 'valid.src', '--dictionaries', 'train.src.pkl',
                   'train.trg.pkl', '-k', '2']
-    run([os.path.join(ROOT, 'analyze.py'), 'matrix', '-i', '2', '--png', 'm.png']
+    run([os.path.join(ROOT, 'analysis', 'analyze.py'), 'matrix', '-i', '2', '--png', 'm.png']
         + model_args, cwd=workdir)
     assert (workdir / 'm.png').read_bytes()[:4] == b'\x89PNG'
-    proc = run([os.path.join(ROOT, 'analyze.py'), 'positions', '--json', 'p.json']
+    proc = run([os.path.join(ROOT, 'analysis', 'analyze.py'), 'positions', '--json', 'p.json']
                + model_args, cwd=workdir, check=False)
     assert proc.returncode == 1 and not (workdir / 'p.json').exists()
     last = proc.stderr.strip().split('\n')[-1]

@@ -10,13 +10,13 @@ import types
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, 'demo.py')
+DEMO = os.path.join(ROOT, 'demo', 'demo.py')
 sys.path.insert(0, ROOT)
 
-import demo  # noqa: E402
-import demo_report  # noqa: E402
-import toy_corpus  # noqa: E402
-from convergence import ConvergenceRule  # noqa: E402
+from demo import demo  # noqa: E402
+from demo import report  # noqa: E402
+from demo import toy_corpus  # noqa: E402
+from demo.convergence import ConvergenceRule  # noqa: E402
 
 # hand-made toy sentences: subject-verb distance 3 (voyin .. zvalo, class o)
 # and 5 (uchit .. risova, class a)
@@ -120,7 +120,7 @@ def test_training_out_of_budget():
 def test_distance_bins():
     assert [toy_corpus.distance_bin(d) for d in (2, 3, 4, 5, 7, 8, 10, 11, None)] == \
         [None, '3-4', '3-4', '5-7', '5-7', '8-10', '8-10', None, None]
-    assert [demo_report.site_distances(r) for r in REF] == [[3], [5]]
+    assert [report.site_distances(r) for r in REF] == [[3], [5]]
     assert toy_corpus.clause_distance('un voyin la pismo'.split()) is None
 
 
@@ -140,7 +140,7 @@ def test_agreement_by_distance():
 
 def test_examples_show_errors_first():
     hyps = {'a': REF[:], 'b': [REF[0], REF[1].replace('risova', 'risovo')]}
-    ex = demo_report.pick_examples(SRC, REF, hyps, 2)
+    ex = report.pick_examples(SRC, REF, hyps, 2)
     assert [e['index'] for e in ex] == [1, 0]
     assert ex[0]['hypotheses']['b'].endswith('risovo .')
 

@@ -1,4 +1,4 @@
-"""bleu.py (multi-bleu.perl BLEU), evaluate.py (significance) and results_table.py."""
+"""bleu.py (multi-bleu.perl BLEU), evaluation/evaluate.py (significance) and evaluation/results_table.py."""
 import json
 import math
 import os
@@ -12,8 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import bleu  # noqa: E402
-import evaluate  # noqa: E402
-import results_table  # noqa: E402
+from evaluation import evaluate  # noqa: E402
+from evaluation import results_table  # noqa: E402
 
 # --------------------------------------------------------------------------
 # An independent multi-bleu.perl arithmetic (one reference), to check bleu.py
@@ -318,7 +318,7 @@ def test_bootstrap_per_system_equals_one_paired_test(tmp_path, monkeypatch):
 
 
 def _cli(args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, 'evaluate.py')] + args,
+    return subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation', 'evaluate.py')] + args,
                           capture_output=True, text=True)
 
 
@@ -395,7 +395,7 @@ def test_one_tailed_ttest_by_hand():
 
 
 # --------------------------------------------------------------------------
-# results_table.py
+# evaluation/results_table.py
 
 def _fake_run(root, pair, decoder, bleu_value, shapes):
     d = root / pair / decoder

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import pytest
 
-import gpu_libs
+from gpu import cuda_libs
 import theano_env
 from conftest import CONFIGS, HERE
 
@@ -41,7 +41,7 @@ def why_no_gpu():
     if missing:
         return 'no GPU set-up: %s missing in %s (bash setup.sh --gpu)' % (
             ', '.join(missing), theano_env.GPU_LIB_DIR)
-    if gpu_libs.device_count() < 1:
+    if cuda_libs.device_count() < 1:
         return 'no CUDA device'
     return None
 

@@ -46,7 +46,7 @@ class LM(object):
     """One configuration: options, perturbed parameters, compiled functions."""
 
     def __init__(self, overrides):
-        import lm
+        from language_model import lm
         import nmt
         self.lm = lm
         self.options = lm.fill_options(dict(TINY, **overrides))
@@ -162,7 +162,7 @@ def test_cost_matches_numpy(get_lm, name):
 def test_sampler_step_by_step_equals_training_graph(get_lm, name):
     """Feeding each sentence's own words through f_next gives the training
     graph's cost, and the attentive residual's weights, row for row."""
-    import lm
+    from language_model import lm
     model = get_lm(name)
     y, y_mask = batch(seed=8, lengths=(3, 7, 5))
     cost, alphas = model.forward(y, y_mask)
@@ -210,7 +210,7 @@ def test_gradients_vs_finite_differences(get_lm, name):
 
 
 def test_parameters_of_the_variants():
-    import lm
+    from language_model import lm
     base = dict(TINY, encoder='lstm')
     names = {r: set(lm.init_params(lm.fill_options(dict(base, residual=r))))
              for r in ('none', 'mean')}
@@ -231,7 +231,7 @@ def test_parameters_of_the_variants():
 def test_paper_configurations():
     """naacl-wiki is the 47M of NAACL Table 6 for every variant; aaai-ptb
     has the sizes of AAAI Table 4."""
-    import lm
+    from language_model import lm
     for residual in lm.RESIDUALS:
         opts = dict(lm.config_options('naacl-wiki', residual), residual=residual)
         assert abs(lm.count_params(opts) - 47e6) < 0.6e6, residual
@@ -241,7 +241,7 @@ def test_paper_configurations():
 
 
 def test_config_sets_sizes_that_the_command_line_does_not(capsys):
-    import lm
+    from language_model import lm
     args = lm.parse_args(['train', '--model', 'm.npz', '--data', 'd.txt', '--config',
                           'naacl-wiki', '--residual', 'mean', '--n_words', '50000'])
     kwargs = lm._train_kwargs(args)
@@ -281,7 +281,7 @@ TRAIN_FLAGS = ['--data', 'train.txt', '--dim_word', '4', '--dim', '5',
 
 
 def run(args, cwd, check=True):
-    proc = subprocess.run([PY, os.path.join(ROOT, 'lm.py')] + args, cwd=cwd,
+    proc = subprocess.run([PY, os.path.join(ROOT, 'language_model', 'lm.py')] + args, cwd=cwd,
                           capture_output=True, text=True, timeout=1200)
     if check and proc.returncode != 0:
         raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
@@ -331,7 +331,7 @@ def test_eval_is_the_sum_of_sentence_costs(workdir):
     """The file's cost is the sum of each sentence's cost, computed alone,
     and the perplexity is exp(cost / (words + eos)); the same number as the
     final validation of training."""
-    import lm
+    from language_model import lm
     proc = run(['eval', '--model', 'full.npz', 'valid.txt'], cwd=workdir)
     lines = proc.stdout.strip().split('\n')
     fields = dict(line.split(' ', 1) for line in lines)
@@ -366,7 +366,7 @@ def test_sample(workdir):
 
 
 def _nmt_model(workdir):
-    """A model file of nmt.py (its options are all that lm.py reads first)."""
+    """A model file of nmt.py (its options are all that language_model/lm.py reads first)."""
     import shutil
     from model_io import save_options
     import nmt

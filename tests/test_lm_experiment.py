@@ -8,7 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_agreement_sites_are_the_main_verbs():
-    import lm_experiment
+    from language_model import lm_experiment
     sentences = ['la burek ki un miso viden yeda .',          # participle: not a site
                  'un rybel opet la khleb pomogi da la rani noso .']
     sites = lm_experiment.agreement_sites(sentences)
@@ -20,7 +20,7 @@ def test_agreement_sites_are_the_main_verbs():
 def test_tiny_experiment_end_to_end(tmp_path):
     out, png = tmp_path / 'exp', tmp_path / 'docs' / 'lm.png'
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, 'lm_experiment.py'), '--out', str(out),
+        [sys.executable, os.path.join(ROOT, 'language_model', 'lm_experiment.py'), '--out', str(out),
          '--plot', str(png), '--train', '200', '--dev', '20', '--test', '30',
          '--updates', '6', '--valid_freq', '3', '--dim_word', '6', '--dim', '8',
          '--batch_size', '8', '--seeds', '1', '2', '--variants', 'baseline', 'attentive'],
@@ -42,7 +42,7 @@ def test_tiny_experiment_end_to_end(tmp_path):
 def test_unwritable_output_is_one_error_line(tmp_path):
     blocker = tmp_path / 'file'
     blocker.write_text('not a folder')
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'lm_experiment.py'),
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'language_model', 'lm_experiment.py'),
                            '--out', str(blocker / 'out')],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1

@@ -12,7 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import preprocess  # noqa: E402
+from pipeline import preprocess  # noqa: E402
 
 # Every sentence starts with a capital letter (detruecasing restores it) and
 # is written the way the Moses detokeniser writes it back.
@@ -69,7 +69,7 @@ def read(path):
 
 def postprocess_cli(lines, lang, model_dir):
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, 'preprocess.py'), 'postprocess',
+        [sys.executable, os.path.join(ROOT, 'pipeline', 'preprocess.py'), 'postprocess',
          '--lang', lang, '--model-dir', str(model_dir)],
         input=('\n'.join(lines) + '\n').encode('utf-8'), capture_output=True)
     assert proc.returncode == 0, proc.stderr.decode()
@@ -214,7 +214,7 @@ def test_zh_chars_mode(tmp_path):
 
 
 def _run_cli(argv):
-    return subprocess.run([sys.executable, os.path.join(ROOT, 'preprocess.py')] + argv,
+    return subprocess.run([sys.executable, os.path.join(ROOT, 'pipeline', 'preprocess.py')] + argv,
                           capture_output=True, text=True)
 
 
@@ -275,7 +275,7 @@ def test_failure_midway_leaves_no_final_outputs(tmp_path, monkeypatch):
 
 
 def test_postprocess_not_utf8():
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'preprocess.py'),
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'pipeline', 'preprocess.py'),
                            'postprocess', '--lang', 'en'],
                           input=b'fine .\n\xff\xfe bad\n', capture_output=True)
     assert proc.returncode == 1
@@ -283,7 +283,7 @@ def test_postprocess_not_utf8():
 
 
 def test_wrapper_script(tmp_path):
-    proc = subprocess.run([os.path.join(ROOT, 'preprocess.sh'), 'postprocess',
+    proc = subprocess.run([os.path.join(ROOT, 'pipeline', 'preprocess.sh'), 'postprocess',
                            '--lang', 'de'], input='die Fuß@@ gänger @-@ Ampel .\n',
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -7,9 +7,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import toy_corpus as tc  # noqa: E402
+from demo import toy_corpus as tc  # noqa: E402
 
-SCRIPT = os.path.join(ROOT, "toy_corpus.py")
+SCRIPT = os.path.join(ROOT, "demo", "toy_corpus.py")
 SPLITS = ("train", "dev", "test")
 
 
@@ -157,8 +157,8 @@ def test_parse_references_and_refuse_ungrammatical(corpus, tmp_path):
     """Every reference parses and its leaves are the sentence; the tree of a
     one-clause sentence with a relative clause has the expected spans."""
     sys.path.insert(0, ROOT)
-    import attention_trees
-    import parseval
+    from analysis import attention_trees
+    from analysis import parseval
     refs = read(os.path.join(corpus, "test.trg"))
     for line in refs:
         leaves, _ = parseval.read_ptb(tc.parse_target(line), "ref")

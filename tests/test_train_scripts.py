@@ -1,4 +1,4 @@
-"""train_es-en.sh, train_en-de.sh, train_en-zh.sh (through train_pair.py)."""
+"""train_es-en.sh, train_en-de.sh, train_en-zh.sh (through pipeline/train_pair.py)."""
 import json
 import os
 import shlex
@@ -163,8 +163,8 @@ def test_tiny_end_to_end(tmp_path, pair, src, trg, decoder, label):
     assert result['pair'] == pair and result['decoder'] == decoder
     assert 0.0 <= result['bleu'] <= 100.0
     assert len((model / 'test.hyp.tok').read_text().splitlines()) == 50
-    # the finished run feeds results_table.py
-    table = subprocess.run([sys.executable, os.path.join(ROOT, 'results_table.py'),
+    # the finished run feeds evaluation/results_table.py
+    table = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation', 'results_table.py'),
                             str(model)], capture_output=True, text=True)
     assert table.returncode == 0, table.stderr
     assert '| %s |' % label in table.stdout

@@ -1,4 +1,4 @@
-"""translate.py, rescore.py and score.py --inference end to end on tiny
+"""translate.py, evaluation/rescore.py and score.py --inference end to end on tiny
 random models (written once per module, no training): the output formats,
 batching and workers, the authors' inference, ensembles, unknown words, and
 the one-line errors on bad input (no output file left behind)."""
@@ -210,14 +210,14 @@ def test_rescore(workdir, nbest_run):
     gives back the search's scores; base.npz's costs are score.py's."""
     entries, _ = nbest_run
     (workdir / 'nb.txt').write_text(''.join(line + '\n' for line, _ in entries))
-    proc = run('rescore.py', ['-m', 'att.npz', 'base.npz', '-s', 'in.txt', '-i', 'nb.txt',
+    proc = run('evaluation/rescore.py', ['-m', 'att.npz', 'base.npz', '-s', 'in.txt', '-i', 'nb.txt',
                               '-o', 'rescored.txt', '--inference', 'authors', '-b', '2'],
                workdir, check=False)   # base.npz has no authors' inference
     assert_one_line_error(proc, 'base.npz', 'inference')
     assert not (workdir / 'rescored.txt').exists()
-    run('rescore.py', ['-m', 'att.npz', '-s', 'in.txt', '-i', 'nb.txt',
+    run('evaluation/rescore.py', ['-m', 'att.npz', '-s', 'in.txt', '-i', 'nb.txt',
                        '-o', 'rescored.txt', '--inference', 'authors', '-b', '2'], workdir)
-    run('rescore.py', ['-m', 'base.npz', 'att.npz', '-s', 'in.txt', '-i', 'nb.txt',
+    run('evaluation/rescore.py', ['-m', 'base.npz', 'att.npz', '-s', 'in.txt', '-i', 'nb.txt',
                        '-o', 'rescored2.txt', '-n', '-d', 'src.pkl', 'trg.pkl'], workdir)
     rescored = (workdir / 'rescored.txt').read_text().split('\n')[:-1]
     rescored2 = (workdir / 'rescored2.txt').read_text().split('\n')[:-1]
@@ -242,7 +242,7 @@ def test_rescore(workdir, nbest_run):
                                      '0 ||| x ||| one\n', '9 ||| x ||| 1.0\n'])
 def test_rescore_bad_nbest(workdir, content):
     (workdir / 'bad.nbest').write_text(content)
-    proc = run('rescore.py', ['-m', 'base.npz', '-s', 'in.txt', '-i', 'bad.nbest',
+    proc = run('evaluation/rescore.py', ['-m', 'base.npz', '-s', 'in.txt', '-i', 'bad.nbest',
                               '-o', 'never.txt'], workdir, check=False)
     assert_one_line_error(proc, 'bad.nbest', 'line')
     assert not (workdir / 'never.txt').exists()

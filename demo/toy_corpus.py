@@ -26,15 +26,18 @@ Example::
 
 CLI::
 
-    python toy_corpus.py generate --out DIR [--train N] [--dev N] [--test N] [--seed S]
-    python toy_corpus.py agreement --src test.src --hyp hyp.trg [--ref test.trg] [--json]
-    python toy_corpus.py parse --trg hyp.trg > hyp.parses     # for analyze.py parseval
+    python demo/toy_corpus.py generate --out DIR [--train N] [--dev N] [--test N] [--seed S]
+    python demo/toy_corpus.py agreement --src test.src --hyp hyp.trg [--ref test.trg] [--json]
+    python demo/toy_corpus.py parse --trg hyp.trg > hyp.parses     # for analysis/analyze.py parseval
 """
 import argparse
 import json
 import os
 import random
 import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from text_io import InputError, read_lines
 

@@ -2,15 +2,15 @@
 
 The three scripts call it with their pair's settings::
 
-    train_pair.py --src-lang es --trg-lang en --vocab 50000 --prog NAME \\
+    pipeline/train_pair.py --src-lang es --trg-lang en --vocab 50000 --prog NAME \\
         [--dry-run] [--tiny] DECODER DATA_DIR [MODEL_DIR] [-- extra nmt.py flags]
 
 DECODER is a variant of the decoder registry (layers.VARIANTS: baseline, mean,
-attentive, memory, selfattn, ...).  DATA_DIR is the output of ``preprocess.py prepare`` for the pair
+attentive, memory, selfattn, ...).  DATA_DIR is the output of ``pipeline/preprocess.py prepare`` for the pair
 (``train.bpe.SRC/TRG``, ``dev.bpe.SRC/TRG``, ``dev.tok.TRG``,
 ``test.bpe.SRC``, ``test.tok.TRG``, ``train.bpe.SRC/TRG.pkl``).  MODEL_DIR
 defaults to ``runs/PAIR/DECODER`` (under the current directory), the layout
-that results_table.py reads.
+that evaluation/results_table.py reads.
 
 Steps: train with nmt.py (the papers' settings, PAPER_SETTINGS), then
 translate the test set with translate.py (beam 5, length-normalised), undo
@@ -22,8 +22,8 @@ recorded it).
 ``--dry-run`` prints the commands (nmt.py's in full) and exits 0.
 ``--tiny`` is a one-minute CPU run with tiny dimensions (TINY_SETTINGS); when
 DATA_DIR holds no prepared data it first writes a toy corpus
-(toy_corpus.py) with the pair's language codes into DATA_DIR/raw and
-prepares it with preprocess.py (100 BPE merges).
+(demo/toy_corpus.py) with the pair's language codes into DATA_DIR/raw and
+prepares it with pipeline/preprocess.py (100 BPE merges).
 """
 import argparse
 import json
@@ -32,9 +32,12 @@ import shlex
 import subprocess
 import sys
 
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 from text_io import InputError, read_lines
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
 
 
 
@@ -143,7 +146,7 @@ class Data(object):
         return sizes
 
     def raw_test_ref(self, trg):
-        """The raw (detokenised) test reference recorded by preprocess.py."""
+        """The raw (detokenised) test reference recorded by pipeline/preprocess.py."""
         try:
             with open(self.config, encoding='utf-8') as f:
                 path = json.load(f)['inputs']['test'][trg]
@@ -156,8 +159,8 @@ def data_commands(args, data):
     """Commands that make a toy corpus in DATA_DIR (tiny mode)."""
     raw = os.path.join(data.dir, 'raw')
     py = sys.executable
-    gen = [py, os.path.join(HERE, 'toy_corpus.py'), 'generate', '--out', raw] + TINY_CORPUS
-    prep = [py, os.path.join(HERE, 'preprocess.py'), 'prepare',
+    gen = [py, os.path.join(ROOT, 'demo', 'toy_corpus.py'), 'generate', '--out', raw] + TINY_CORPUS
+    prep = [py, os.path.join(ROOT, 'pipeline', 'preprocess.py'), 'prepare',
             '--src-lang', args.src_lang, '--trg-lang', args.trg_lang,
             '--train', os.path.join(raw, 'train'), '--dev', os.path.join(raw, 'dev'),
             '--test', os.path.join(raw, 'test'), '--out', data.dir,
@@ -168,7 +171,7 @@ def data_commands(args, data):
 def nmt_command(args, data, n_words):
     model = os.path.join(args.model_dir, 'model.npz')
     settings = TINY_SETTINGS if args.tiny else PAPER_SETTINGS
-    cmd = [sys.executable, os.path.join(HERE, 'nmt.py'), '--model', model,
+    cmd = [sys.executable, os.path.join(ROOT, 'nmt.py'), '--model', model,
            '--datasets'] + list(data.train) + ['--dictionaries'] + list(data.dicts) + [
            '--valid_datasets'] + list(data.valid)
     cmd += ['--n_words_src', str(n_words[0]), '--n_words', str(n_words[1])]
@@ -181,7 +184,7 @@ def nmt_command(args, data, n_words):
 
 
 def translate_command(args, data, hyp_bpe):
-    return [sys.executable, os.path.join(HERE, 'translate.py'), '-k', str(TEST_BEAM),
+    return [sys.executable, os.path.join(ROOT, 'translate.py'), '-k', str(TEST_BEAM),
             '-n', '-p', '1', os.path.join(args.model_dir, 'model.npz'),
             data.dicts[0], data.dicts[1], data.test_src, hyp_bpe]
 
@@ -206,7 +209,7 @@ def make_tiny_data(args, data):
 def final_evaluation(args, data):
     """Translate the test set, undo BPE, score, write bleu.json."""
     import bleu
-    from preprocess import Postprocessor, undo_bpe
+    from pipeline.preprocess import Postprocessor, undo_bpe
     hyp_bpe = os.path.join(args.model_dir, 'test.hyp.bpe')
     run(translate_command(args, data, hyp_bpe))
     hyps = [undo_bpe(line) for line in read_lines(hyp_bpe, allow_empty=True)]
@@ -254,7 +257,7 @@ def main(argv=None):
             make_tiny_data(args, data)
         missing = data.missing()
         if missing:
-            raise InputError('%s: no such file (prepare DATA_DIR with preprocess.py '
+            raise InputError('%s: no such file (prepare DATA_DIR with pipeline/preprocess.py '
                               'prepare first)' % missing[0])
         n_words = data.dictionary_sizes() if args.tiny else [args.vocab, args.vocab]
         os.makedirs(args.model_dir, exist_ok=True)

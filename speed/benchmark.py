@@ -1,6 +1,6 @@
 """Speed of training and translation, on synthetic data, for every decoder.
 
-    python benchmark.py train|translate --config tiny|mid|paper [--decoder NAME]
+    python speed/benchmark.py train|translate --config tiny|mid|paper [--decoder NAME]
         [--updates N] [--sentences N] [--original-style | --side-by-side]
         [--profile [FILE]] [--batch-size B] [--processes P] [--seed S]
 
@@ -17,7 +17,7 @@ train      builds the training graph exactly as ``nmt.train`` does (the C ops
            that the machine's load hits both alike; it reports both and their
            ratios (wall clock and CPU time).  ``--profile`` runs Theano's
            profiler and prints the ten most expensive ops, scans included
-           (theano_profile.py), with FILE also Theano's full summaries.
+           (speed/theano_profile.py), with FILE also Theano's full summaries.
 translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
            initialised model (dl4mt's and the batched one) and translates the
            same N random source sentences twice in one run: with the
@@ -47,17 +47,21 @@ work.  ``allow_gc`` is set before Theano is imported (a later
 ``theano.config.allow_gc = ...`` does not reach the default linker);
 ``allow_gc_effective`` is what the compiled training function does.
 """
+import os
+import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 import theano_env  # noqa: F401  (must come before theano)
 
 import argparse
 import contextlib
 import json
 import multiprocessing
-import os
 import platform
 import resource
 import subprocess
-import sys
 import time
 from collections import OrderedDict
 
@@ -349,7 +353,7 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None):
         tparams, options, s, style_mode(s) if len(styles) > 1 else None)) for s in styles]
     warm_up(timers, batches)
     if profile:
-        import theano_profile
+        from speed import theano_profile
         theano_profile.reset(sum((t.compiled['functions'] for t in timers), []))
     timed_updates(timers, batches, n_updates)
 
@@ -385,7 +389,7 @@ def profile_report(groups, full_path):
     group) or full_path.KEY unless full_path is True.
 
     groups: [(key, what the log calls it, functions)]."""
-    import theano_profile
+    from speed import theano_profile
     report = OrderedDict()
     for key, title, functions in groups:
         log('profile of %s:' % title)
@@ -504,7 +508,7 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1,
     _search_single(samplers['single'], [sources[0][:lo]])
     _search_batched(samplers['batched'], [sources[0][:lo]], 1)
     if profile:
-        import theano_profile
+        from speed import theano_profile
         theano_profile.reset([f.function for kind in samplers for f in samplers[kind]])
 
     single, wall_1, cpu_1, load_1 = _timed(
@@ -567,7 +571,7 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1,
 def search_profiles(samplers, walls, full_path):
     """profile_report of f_next in each search, with the share of the
     search's wall time spent inside f_next."""
-    import theano_profile
+    from speed import theano_profile
     kinds = ('single', 'batched')
     report = profile_report([(kind, 'f_next, %s search' % kind, [samplers[kind][1].function])
                              for kind in kinds], full_path)

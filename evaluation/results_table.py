@@ -1,6 +1,6 @@
 """Collect finished runs into a table shaped like the papers' Table 1.
 
-    python results_table.py [--detok] [--params-pair PAIR] [--plot FILE.png]
+    python evaluation/results_table.py [--detok] [--params-pair PAIR] [--plot FILE.png]
         [--evaluate-json PAIR=FILE ...] [RUN_DIR ...]
 
 Layout of a run (what train_es-en.sh / train_en-de.sh / train_en-zh.sh write)::
@@ -15,7 +15,7 @@ sacreBLEU on detokenised text.  When bleu.json lacks "pair" or "decoder" they
 are taken from the directory names (``.../PAIR/DECODER``).  A RUN_DIR without
 bleu.json is searched for ``*/bleu.json`` below it (so ``runs`` alone works).
 
-``--evaluate-json PAIR=FILE`` adds the BLEU scores of an ``evaluate.py --json``
+``--evaluate-json PAIR=FILE`` adds the BLEU scores of an ``evaluation/evaluate.py --json``
 output; each system's decoder is recognised from its file name (baseline,
 mean/average, attentive, memory, selfattn), and these rows have no
 parameter count.
@@ -35,6 +35,9 @@ import os
 import re
 import sys
 from collections import OrderedDict
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from text_io import InputError
 
@@ -215,7 +218,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description='Table 1-style results from finished runs.')
     p.add_argument('runs', nargs='*', metavar='RUN_DIR')
     p.add_argument('--evaluate-json', action='append', default=[], metavar='PAIR=FILE',
-                   help='BLEU scores from evaluate.py --json')
+                   help='BLEU scores from evaluation/evaluate.py --json')
     p.add_argument('--detok', action='store_true',
                    help='use detokenised BLEU (detok_bleu) instead of tokenised')
     p.add_argument('--params-pair', help='pair whose parameter counts are shown')

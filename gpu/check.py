@@ -1,6 +1,6 @@
 """GPU check: every kind of graph the models use, on the GPU against the CPU.
 
-    python gpu_check.py [--seed S] [--tolerance T]
+    python gpu/check.py [--seed S] [--tolerance T]
 
 Runs with ``device=cuda`` (added to THEANO_FLAGS when it names no device; see
 theano_env.py for what happens when the GPU does not come up).  Each case is
@@ -28,6 +28,9 @@ def _ask_for_gpu():
 
 if __name__ == '__main__':
     _ask_for_gpu()
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import theano_env  # noqa: E402,F401  (must come before theano)
 

@@ -17,11 +17,11 @@ Wolf 2017).  Sentences are modelled one at a time, from a zero state and a
 zero "previous word" before the first word, up to and including the
 end-of-sentence token (id 0), as the translation decoder does.
 
-    python lm.py train --model MODEL --data FILE [--valid FILE] [--dictionary DICT]
+    python language_model/lm.py train --model MODEL --data FILE [--valid FILE] [--dictionary DICT]
         [--config aaai-ptb|naacl-wiki] [--OPTION VALUE ...]
-    python lm.py eval --model MODEL FILE        # last line: perplexity X
-    python lm.py sample --model MODEL [-n N] [--maxlen L] [--seed S]
-    python lm.py configs                        # the papers' sizes, parameter counts
+    python language_model/lm.py eval --model MODEL FILE        # last line: perplexity X
+    python language_model/lm.py sample --model MODEL [-n N] [--maxlen L] [--seed S]
+    python language_model/lm.py configs                        # the papers' sizes, parameter counts
 
 Without ``--dictionary`` the dictionary of the training file is built as
 build_dictionary.py builds it and written beside the model
@@ -30,7 +30,11 @@ the same option names, checkpoints, exact ``--reload``, progress lines,
 validation (per-word cost and perplexity of the whole --valid file) and
 early stopping.
 """
+import os
 import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
@@ -38,7 +42,6 @@ if __name__ == '__main__':
 
 import argparse
 import math
-import os
 from collections import OrderedDict
 
 import numpy
@@ -57,7 +60,7 @@ from progress import ProgressLine
 from text_io import InputError
 from training_loop import Compiled, Prepared, TrainingLoop, reloaded_architecture, run_command
 
-MODEL_KIND = 'language_model'   # options['model_kind'] of every lm.py model
+MODEL_KIND = 'language_model'   # options['model_kind'] of every language_model/lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS
 # the decoder's scorings whose query is not the source context
 SCORINGS = tuple(s for s in layers.SCORINGS if layers.QUERY_OF_SCORING[s] != 'ctx')
@@ -313,14 +316,14 @@ def scoring_iterator(path, word_dict, options, batch_size):
 # model files
 
 def load_model(path):
-    """(options, parameters) of an lm.py model; InputError for another kind."""
+    """(options, parameters) of an language_model/lm.py model; InputError for another kind."""
     if not os.path.exists(path):
         raise InputError('%s: no such model file' % path)
     saved = load_options(path)
     if saved.get('model_kind') != MODEL_KIND:
         kind = ('a translation model (nmt.py)' if 'decoder' in saved
                 else 'a model of another kind (no model_kind in its options)')
-        raise InputError('%s: %s, not a language model of lm.py' % (path, kind))
+        raise InputError('%s: %s, not a language model of language_model/lm.py' % (path, kind))
     options = fill_options(saved)
     check_options(options)
     return options, load_params(path, init_params(options))

@@ -1,17 +1,17 @@
 """The small language-modelling experiment: baseline, mean and attentive
-residual LMs (lm.py) on the toy corpus' target side, same budget, same seed.
+residual LMs (language_model/lm.py) on the toy corpus' target side, same budget, same seed.
 
-    python lm_experiment.py [--out DIR] [--updates N] [--seeds S ...]
+    python language_model/lm_experiment.py [--out DIR] [--updates N] [--seeds S ...]
         [--variants baseline mean attentive attentive-scope] [--plot FILE.png]
 
-Generates the toy corpus (toy_corpus.py; its target side has subject-verb
+Generates the toy corpus (demo/toy_corpus.py; its target side has subject-verb
 agreement 3-10 tokens apart, across attractor nouns), trains one model per
 variant and seed for the same number of updates on the same batches (a seed
 gives the same data order and, where the parameters are the same, the same
 initial values; the best parameters by validation perplexity are kept), then
 measures on the test set:
 
-* perplexity (per word, end-of-sentence tokens counted, as ``lm.py eval``);
+* perplexity (per word, end-of-sentence tokens counted, as ``language_model/lm.py eval``);
 * agreement: at every clause-final main verb of the test sentences, whether
   the model gives the reference form (the verb stem with the subject's class
   suffix) a higher probability than the stem with each of the two other
@@ -22,7 +22,11 @@ each seed's figure in brackets) and the plot (validation perplexity during
 training, test perplexity, agreement).  Progress goes to stderr; each
 training's log to DIR/<variant>-seed<S>.log.
 """
+import os
 import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
@@ -31,7 +35,6 @@ if __name__ == '__main__':
 import argparse
 import contextlib
 import json
-import os
 import time
 from collections import OrderedDict
 
@@ -39,8 +42,8 @@ import numpy
 import theano
 import theano.tensor as tensor
 
-import lm
-import toy_corpus
+from language_model import lm
+from demo import toy_corpus
 import vocab
 from build_dictionary import build_dictionary
 from data_iterator import prepare_monolingual

@@ -1,6 +1,6 @@
 """Rescore an n-best list with one or more models.
 
-    python rescore.py -m MODEL [MODEL ...] -s SOURCE -i NBEST -o OUTPUT
+    python evaluation/rescore.py -m MODEL [MODEL ...] -s SOURCE -i NBEST -o OUTPUT
         [-b BATCH] [-d DICT_SRC DICT_TRG] [-n] [--inference training|authors]
 
 NBEST is a Moses-format n-best list (``i ||| hypothesis ||| score``, as
@@ -14,10 +14,15 @@ line's last field, one per model in the order given, separated by spaces.
 An n-best file that does not parse is an error (one line naming the file and
 line); OUTPUT appears only once every entry is scored.
 """
+import os
+import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 import theano_env  # noqa: F401  (must come before theano)
 
 import argparse
-import sys
 
 from model_io import load_dictionary, write_text
 from nbest import format_score, read_nbest

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Offline bundle for a GPU node without network (docs/gpu.md).
 #
-#   bash gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR]   here, with network
-#   bash gpu_bundle.sh unpack BUNDLE [--no-check]       there, in the project
+#   bash gpu/bundle.sh pack OUT.tar.xz [--nvrtc DIR]   here, with network
+#   bash gpu/bundle.sh unpack BUNDLE [--no-check]       there, in the project
 #
 # pack: `setup.sh --gpu-packages` (the pinned packages and Debian's libgpuarray
 # and pygpu in .venv), then one xz archive of what .venv runs on: the base
@@ -13,10 +13,10 @@
 #
 # unpack: puts that Python back at the same absolute path (unless a Python of
 # the same version is there), makes .venv from it, links the node's CUDA
-# libraries (gpu_libs.py) and runs the GPU check.  Needs write access to the
+# libraries (gpu/cuda_libs.py) and runs the GPU check.  Needs write access to the
 # Python's path (root for /root/...); no network.
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."   # the project root
 
 # what the GPU path, the GPU check and tests/test_gpu.py import
 SITE_PACKAGES="numpy numpy.libs scipy scipy.libs theano filelock pygpu mako markupsafe
@@ -26,7 +26,7 @@ pytest _pytest py.py pluggy iniconfig packaging"
 STDLIB_OUT="test idlelib tkinter turtledemo ensurepip lib2to3 site-packages
 config-3.11-x86_64-linux-gnu/libpython3.11.a lib-dynload/_tkinter*"
 
-die() { echo "gpu_bundle: $*" >&2; exit 1; }
+die() { echo "bundle.sh: $*" >&2; exit 1; }
 
 copy_python() {  # PREFIX DEST: the interpreter, libpython, stdlib, headers
     local prefix=$1 dest=$2 excl=() p
@@ -81,7 +81,7 @@ self-contained one (pyenv, python-build-standalone): PYTHON=/path/python3.11 bas
     } > "$stage/MANIFEST"
     # GPU_BUNDLE_XZ=-9: 3.5% smaller, 40% more CPU time, much more memory
     tar -C "$stage" -cf - . | xz ${GPU_BUNDLE_XZ:--6} -T0 > "$out"
-    echo "gpu_bundle: $out, $(du -m "$out" | cut -f1) MiB ($(stat -c %s "$out") bytes)"
+    echo "bundle.sh: $out, $(du -m "$out" | cut -f1) MiB ($(stat -c %s "$out") bytes)"
 }
 
 manifest() { sed -n "s/^$1=//p" "$2/MANIFEST"; }
@@ -99,7 +99,7 @@ unpack() {
             2>/dev/null)" != "$version" ]; then
         mkdir -p "$prefix" || die "cannot write $prefix (the bundle's Python goes there)"
         cp -a "$tmp/python/." "$prefix/"
-        echo "gpu_bundle: Python $version in $prefix"
+        echo "bundle.sh: Python $version in $prefix"
     fi
     if ! .venv/bin/python -c '' 2>/dev/null; then
         rm -rf .venv
@@ -107,23 +107,23 @@ unpack() {
     fi
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     cp -a "$tmp/site-packages/." "$site/"
-    .venv/bin/python theano_gpu_fix.py
+    .venv/bin/python gpu/theano_gpu_fix.py
     cp -a "$tmp/venv/." .venv/
     if [ -d .venv/cuda ]; then
-        .venv/bin/python gpu_libs.py link --search .venv/cuda
+        .venv/bin/python gpu/cuda_libs.py link --search .venv/cuda
     else
-        .venv/bin/python gpu_libs.py link
+        .venv/bin/python gpu/cuda_libs.py link
     fi
     [ "$check" = --no-check ] ||
-        THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu_check.py
+        THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu/check.py
 }
 
 case "${1:-}" in
-    pack) [ $# -ge 2 ] || die "usage: gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR]"
+    pack) [ $# -ge 2 ] || die "usage: gpu/bundle.sh pack OUT.tar.xz [--nvrtc DIR]"
           if [ "${3:-}" = --nvrtc ]; then pack "$2" "${4:?--nvrtc DIR}"; else pack "$2"; fi ;;
     unpack) [ $# -eq 2 ] || [ "${3:-}" = --no-check ] ||
-                die "usage: gpu_bundle.sh unpack BUNDLE [--no-check]"
+                die "usage: gpu/bundle.sh unpack BUNDLE [--no-check]"
             unpack "$2" "${3:-}" ;;
-    *) echo "usage: bash gpu_bundle.sh pack OUT.tar.xz [--nvrtc DIR] | unpack BUNDLE [--no-check]" >&2
+    *) echo "usage: bash gpu/bundle.sh pack OUT.tar.xz [--nvrtc DIR] | unpack BUNDLE [--no-check]" >&2
        exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 
 prepare::
 
-    python preprocess.py prepare --src-lang es --trg-lang en \\
+    python pipeline/preprocess.py prepare --src-lang es --trg-lang en \\
         --train PREFIX --dev PREFIX --test PREFIX --out DIR \\
         [--bpe-merges 49500] [--joint-bpe | --separate-bpe] [--vocab 50000] \\
         [--zh-split whitespace|chars] [--jobs N]
@@ -38,7 +38,7 @@ steps have succeeded.
 
 postprocess::
 
-    python preprocess.py postprocess --lang en [--model-dir DIR] \\
+    python pipeline/preprocess.py postprocess --lang en [--model-dir DIR] \\
         [--zh-split whitespace|chars] < in > out
 
 undoes BPE (``@@ ``), detruecases (upper-cases the first letter of each
@@ -64,6 +64,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import model_io
 from text_io import InputError, iter_lines
@@ -401,7 +404,7 @@ def postprocess_mode(args):
     if args.model_dir:
         path = os.path.join(args.model_dir, CONFIG_NAME)
         if not os.path.exists(path):
-            raise InputError('%s: no such file (written by preprocess.py '
+            raise InputError('%s: no such file (written by pipeline/preprocess.py '
                                   'prepare)' % path)
         try:
             with open(path, encoding='utf-8') as f:

@@ -1,7 +1,7 @@
 """Find the CUDA libraries that libgpuarray loads, and link them where it looks.
 
-    python gpu_libs.py link [--dest DIR] [--search DIR ...]
-    python gpu_libs.py pins          # pip pins of NVRTC and cuBLAS for this driver
+    python gpu/cuda_libs.py link [--dest DIR] [--search DIR ...]
+    python gpu/cuda_libs.py pins          # pip pins of NVRTC and cuBLAS for this driver
 
 libgpuarray 0.7.6 (Debian's, under pygpu) dlopens the bare names
 ``libcuda.so``, ``libnvrtc.so`` and ``libcublas.so``; CUDA 12/13 installs
@@ -178,7 +178,7 @@ def make_links(dest, plan):
         if os.path.lexists(link):
             os.remove(link)
         os.symlink(target, link)
-        print('gpu_libs: %s -> %s' % (link, target))
+        print('cuda_libs: %s -> %s' % (link, target))
 
 
 def main(argv=None):
@@ -200,7 +200,7 @@ def main(argv=None):
     except NotFound as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
-    print('gpu_libs: driver CUDA %d.%d (%s), NVRTC %d.%d'
+    print('cuda_libs: driver CUDA %d.%d (%s), NVRTC %d.%d'
           % (driver_version + (driver_path,) + nvrtc_ver))
     make_links(args.dest, link_plan(driver_path, nvrtc_path, cublas_path))
     return 0

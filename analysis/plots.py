@@ -1,4 +1,4 @@
-"""The figures of ``analyze.py`` (matplotlib, Agg backend), written as PNG.
+"""The figures of ``analysis/analyze.py`` (matplotlib, Agg backend), written as PNG.
 
 * :func:`positions_figure`: NAACL Fig. 2 / AAAI Fig. 3: one line per model;
 * :func:`matrices_figure`: NAACL Fig. 3 / AAAI Fig. 2: one column per model,

@@ -1,14 +1,14 @@
 """End-to-end demo: the dl4mt baseline and the attentive residual decoder on a toy task.
 
-    .venv/bin/python demo.py [--out DIR]                  # one run
-    .venv/bin/python demo.py --seeds 1,2,3 --out DIR      # three runs: mean and spread
+    .venv/bin/python demo/demo.py [--out DIR]                  # one run
+    .venv/bin/python demo/demo.py --seeds 1,2,3 --out DIR      # three runs: mean and spread
 
-1. generates the synthetic corpus of ``toy_corpus.py`` (reordering, and a
+1. generates the synthetic corpus of ``demo/toy_corpus.py`` (reordering, and a
    target verb that agrees with its subject noun 3-10 tokens earlier) into
    DIR/data and builds its dictionaries;
 2. trains the two models at the same time (one nmt.py process each, same
    settings and seed), validating every ``--valid_every`` updates.  Each one
-   stops as soon as it has converged by the rule of ``convergence.py`` (its
+   stops as soon as it has converged by the rule of ``demo/convergence.py`` (its
    validation cost per target token is below ``--target_cost``, or has stopped
    improving), or when its budget (``--max_updates``, ``--minutes``) is
    spent: "out of budget".  The model evaluated is the last checkpoint (the
@@ -19,7 +19,7 @@
    distance (``toy_corpus.agreement_by_distance``), exact matches;
 4. prints the table and a few translations next to their reference, and writes
    DIR/results.json, the chart DIR/results.png (validation curves, BLEU,
-   agreement by distance) and DIR/attention.png (``analyze.py matrix``: the
+   agreement by distance) and DIR/attention.png (``analysis/analyze.py matrix``: the
    attention over the source and over the previous words for one test
    sentence, the models side by side).
 
@@ -40,13 +40,14 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, ROOT)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = ROOT
 
-import demo_report  # noqa: E402  (no Theano import in this process)
-import toy_corpus  # noqa: E402
+from demo import report  # noqa: E402  (no Theano import in this process)
+from demo import toy_corpus  # noqa: E402
 from bleu import corpus_bleu_tokenized  # noqa: E402
-from convergence import ConvergenceRule  # noqa: E402
+from demo.convergence import ConvergenceRule  # noqa: E402
 from text_io import read_lines  # noqa: E402
 
 DEFAULT_MODELS = ('baseline', 'attentive')
@@ -126,7 +127,7 @@ def last_error(lines, rc):
 # ---------------------------------------------------------------- step 1
 def make_data(args, data_dir):
     log('== 1. toy corpus and dictionaries -> %s' % data_dir)
-    proc = run_quiet([sys.executable, os.path.join(ROOT, 'toy_corpus.py'), 'generate',
+    proc = run_quiet([sys.executable, os.path.join(ROOT, 'demo', 'toy_corpus.py'), 'generate',
                       '--out', data_dir, '--train', str(args.train), '--dev', str(args.dev),
                       '--test', str(args.test), '--seed', str(args.data_seed)],
                      'generating the toy corpus')
@@ -149,7 +150,7 @@ def make_data(args, data_dir):
 def variant_flags(name):
     """(table label, nmt.py flags) of a decoder variant of the registry."""
     import layers
-    from train_pair import decoder_flags
+    from pipeline.train_pair import decoder_flags
     return layers.VARIANTS[name].label, decoder_flags(name)
 
 
@@ -366,7 +367,7 @@ def run_models(args, data):
 # ---------------------------------------------------------------- step 4
 def attention_figure(args, runs, index, png):
     labels = ','.join(r['label'].replace(',', ' ') for r in runs)
-    run_quiet([sys.executable, os.path.join(ROOT, 'analyze.py'), 'matrix']
+    run_quiet([sys.executable, os.path.join(ROOT, 'analysis', 'analyze.py'), 'matrix']
               + [r['alignments'] for r in runs]
               + ['--labels', labels, '--source', os.path.join(args.data_dir, 'test.src'),
                  '-i', str(index), '--png', png], 'drawing the attention figure')
@@ -417,12 +418,12 @@ def run(args):
     src, ref = read_lines(d('test.src')), read_lines(d('test.trg'))
     hyps = {r['name']: read_lines(r['hypotheses'], allow_empty=True) for r in runs}
     index = (args.figure_sentence if args.figure_sentence is not None
-             else demo_report.figure_sentence(ref))
+             else report.figure_sentence(ref))
     files = {'results': os.path.join(args.out, 'results.json'),
              'chart': os.path.join(args.out, 'results.png'),
              'attention': os.path.join(args.out, 'attention.png')}
     attention_figure(args, runs, index, files['attention'])
-    demo_report.plot_results(runs, args.target_cost, files['chart'])
+    report.plot_results(runs, args.target_cost, files['chart'])
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     results = {
         'settings': settings(args), 'theano_flags': child_env()['THEANO_FLAGS'],
@@ -430,7 +431,7 @@ def run(args):
         'reference_agreement': toy_corpus.agreement_stats(src, ref),
         'reference_agreement_by_distance': toy_corpus.agreement_by_distance(src, ref, ref),
         'models': runs,
-        'examples': demo_report.pick_examples(src, ref, hyps, args.examples),
+        'examples': report.pick_examples(src, ref, hyps, args.examples),
         'figure_sentence': index,
         'total_seconds': round(time.time() - t0, 1),
         'load_average': {'start': load0, 'end': load_average()},
@@ -440,7 +441,7 @@ def run(args):
     }
     write_json(files['results'], results)
     log('')
-    demo_report.print_report(results, log)
+    report.print_report(results, log)
     log('')
     log('total time %s (%s CPU in the subprocesses; 1-minute load average %.1f at the '
         'start, %.1f at the end); wrote %s, %s and %s'
@@ -460,8 +461,8 @@ def run_seeds(args):
         log('######## seed %d -> %s' % (seed, a.out))
         all_results.append(run(a))
         log('')
-    summary = demo_report.seed_summary(all_results)
-    table = demo_report.seed_table(summary)
+    summary = report.seed_summary(all_results)
+    table = report.seed_table(summary)
     write_json(os.path.join(out, 'seeds.json'), summary)
     log('== %d runs (seeds %s): mean and standard deviation'
         % (len(args.seeds), ', '.join(map(str, args.seeds))))

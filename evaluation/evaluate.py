@@ -1,6 +1,6 @@
 """BLEU of one or more systems against one reference, with significance tests.
 
-    python evaluate.py --ref REF [--tokenized] [--lang LANG] [--lowercase]
+    python evaluation/evaluate.py --ref REF [--tokenized] [--lang LANG] [--lowercase]
         [--bootstrap 1000] [--seed 1] [--markdown] [--json FILE]
         SYSTEM [SYSTEM ...]
 
@@ -29,7 +29,7 @@
   significantly better", whatever the p-values.
   In detokenised mode both tests use sacreBLEU's tokenisation, and the
   bootstrap its default (``exp``) smoothing, as the reported BLEU.
-* ``--json FILE`` also writes the results as JSON (read by results_table.py).
+* ``--json FILE`` also writes the results as JSON (read by evaluation/results_table.py).
 
 A missing file, text that is not UTF-8, or a system whose line count differs
 from the reference's prints one ``error: ...`` line and exits with status 1.
@@ -42,6 +42,9 @@ import os
 import sys
 
 import numpy
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import bleu
 from model_io import atomic_write

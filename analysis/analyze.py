@@ -1,9 +1,9 @@
 """What the decoder learned: the papers' analyses of the target-side attention.
 
-    python analyze.py positions A.jsonl [B.jsonl ...] [--png P.png] [--json J] [--csv C]
-    python analyze.py matrix    A.jsonl [B.jsonl ...] -i N --png M.png [--panels source,previous]
-    python analyze.py trees     A.jsonl [B.jsonl ...] [-i N] [--png T.png] [--right-branching]
-    python analyze.py parseval  A.jsonl A.parses [B.jsonl B.parses ...] [--bpe] [--json J] [--csv C]
+    python analysis/analyze.py positions A.jsonl [B.jsonl ...] [--png P.png] [--json J] [--csv C]
+    python analysis/analyze.py matrix    A.jsonl [B.jsonl ...] -i N --png M.png [--panels source,previous]
+    python analysis/analyze.py trees     A.jsonl [B.jsonl ...] [-i N] [--png T.png] [--right-branching]
+    python analysis/analyze.py parseval  A.jsonl A.parses [B.jsonl B.parses ...] [--bpe] [--json J] [--csv C]
 
 Each input is what ``translate.py --alignments FILE`` writes, or a model
 (``.npz``) that is first translated with translate.py (then ``--source`` and
@@ -11,14 +11,14 @@ Each input is what ``translate.py --alignments FILE`` writes, or a model
 ``--source`` an alignments file is checked against that source file.
 ``--labels`` names the models in figures and tables (default: file names).
 
-* positions: NAACL Fig. 2 / AAAI Fig. 3 (see attention_positions.py);
+* positions: NAACL Fig. 2 / AAAI Fig. 3 (see analysis/attention_positions.py);
 * matrix: the source attention and the attention over previous words of
   sentence N (0-based) for every model side by side (NAACL Fig. 3, AAAI Fig. 2);
-* trees: NAACL Algorithm 1 (see attention_trees.py): brackets of every
+* trees: NAACL Algorithm 1 (see analysis/attention_trees.py): brackets of every
   sentence on stdout (or of sentence N with -i; with several inputs each line
   starts with the label and a tab), and with --png the tree of sentence N;
 * parseval: unlabeled ParsEval of those trees and of right-branching trees
-  against reference parses, one PTB bracketed parse per line (see parseval.py).
+  against reference parses, one PTB bracketed parse per line (see analysis/parseval.py).
 
 Progress goes to stderr; bad input stops with one line ``error: ...`` and no
 output file is written.
@@ -32,15 +32,18 @@ import subprocess
 import sys
 import tempfile
 
-import attention_positions
-import attention_records
-import attention_trees
-import parseval
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from analysis import attention_positions
+from analysis import attention_records
+from analysis import attention_trees
+from analysis import parseval
 from model_io import write_text
 from progress import ProgressLine
 from text_io import InputError, open_binary, read_lines
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
 
 
 def count_lines(path):
@@ -161,8 +164,8 @@ def cmd_positions(args):
     if args.csv:
         write_text(args.csv, positions_csv(results))
     if args.png:
-        import analysis_plots
-        analysis_plots.positions_figure([r for _, r in results],
+        from analysis import plots
+        plots.positions_figure([r for _, r in results],
                                         [label for label, _ in results], args.png)
 
 
@@ -180,8 +183,8 @@ def cmd_matrix(args):
     records = [pick(recs, args.index, path) for (_, recs), path in zip(inputs, args.inputs)]
     if panels == ['previous'] and not any(r.previous for r in records):
         raise InputError('no input has attention over previous words (baseline decoder)')
-    import analysis_plots
-    analysis_plots.matrices_figure(records, [label for label, _ in inputs], args.png,
+    from analysis import plots
+    plots.matrices_figure(records, [label for label, _ in inputs], args.png,
                                    panels)
 
 
@@ -210,8 +213,8 @@ def cmd_trees(args):
         if args.right_branching:
             drawn.append((right, record.words, 'right-branching'))
     if args.png:
-        import analysis_plots
-        analysis_plots.trees_figure(drawn, args.png)
+        from analysis import plots
+        plots.trees_figure(drawn, args.png)
     write_text(args.out, ''.join(line + '\n' for line in lines))
 
 

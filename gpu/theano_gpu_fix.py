@@ -1,6 +1,6 @@
 """Repair theano-pymc 1.1.2's GPU back-end in the installed package.
 
-    python theano_gpu_fix.py [--check]
+    python gpu/theano_gpu_fix.py [--check]
 
 theano-pymc 1.1.2 changed its local optimisers to take the function graph
 first, ``(fgraph, op, context_name, inputs, outputs)``, but the two places that
@@ -17,7 +17,7 @@ Two more places assume what changed: ``GraphToGPU`` takes ``len`` of what
 is now a generator, and the element-wise fusion flattens a test value that
 is a GPU array.
 
-Run by ``setup.sh --gpu`` and ``gpu_bundle.sh unpack``; safe to run again
+Run by ``setup.sh --gpu`` and ``gpu/bundle.sh unpack``; safe to run again
 (it changes nothing the second time).  ``--check`` only reports, with exit
 status 1 when the package still needs the repair.
 """

@@ -1,9 +1,9 @@
-"""What demo.py shows: the results table, example translations, the chart,
+"""What demo/demo.py shows: the results table, example translations, the chart,
 the choice of the attention figure's sentence, and the mean and spread of
 the figures over several seeds."""
 import statistics
 
-import toy_corpus
+from demo import toy_corpus
 
 BINS = ['%d-%d' % b for b in toy_corpus.DISTANCE_BINS]
 COLORS = ['#7f7f7f', '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728']

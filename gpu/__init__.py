@@ -1,0 +1,1 @@
+"""The GPU back-end's set-up and check: CUDA libraries, the offline bundle, check.py."""

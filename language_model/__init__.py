@@ -1,0 +1,1 @@
+"""The language-model experiment: a GRU/LSTM language model with the decoders' residual connections (language_model/lm.py, language_model/lm_experiment.py)."""

@@ -1,0 +1,1 @@
+"""Speed: benchmarks of training and translation (speed/benchmark.py) and Theano profiles."""
