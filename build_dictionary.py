@@ -28,6 +28,7 @@ import sys
 
 import numpy
 
+import cli
 from model_io import save_dictionary
 from text_io import InputError, iter_lines
 
@@ -68,30 +69,26 @@ def _progress(message):
     print(message, file=sys.stderr, flush=True)
 
 
+def build_and_save(paths):
+    """FILE.pkl and FILE.json for every file; every dictionary is built
+    before the first is written, so that an error writes nothing."""
+    dictionaries = []
+    for filename in paths:
+        _progress('Processing %s' % filename)
+        dictionaries.append((filename, build_dictionary(filename, _progress)))
+    for filename, worddict in dictionaries:
+        save_dictionary(worddict, filename + '.pkl', filename + '.json')
+        _progress('%s: %d words -> %s.pkl, %s.json'
+                  % (filename, len(worddict), filename, filename))
+    _progress('Done')
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = cli.arguments(argv)
     if not argv or argv[0] in ('-h', '--help'):
         print(__doc__.strip().split('\n\n')[1], file=sys.stderr)
         return 0 if argv else 1
-    try:
-        # Build every dictionary first, so that an error writes nothing.
-        dictionaries = []
-        for filename in argv:
-            _progress('Processing %s' % filename)
-            dictionaries.append((filename, build_dictionary(filename,
-                                                            _progress)))
-        for filename, worddict in dictionaries:
-            save_dictionary(worddict, filename + '.pkl', filename + '.json')
-            _progress('%s: %d words -> %s.pkl, %s.json'
-                      % (filename, len(worddict), filename, filename))
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except OSError as e:
-        print('error: cannot write: %s' % e, file=sys.stderr)
-        return 1
-    _progress('Done')
-    return 0
+    return cli.run(lambda: build_and_save(argv))
 
 
 if __name__ == '__main__':

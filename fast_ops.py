@@ -978,10 +978,13 @@ def log_softmax(x):
 
 def output_nll(hidden, W, b, y, y_mask):
     """-log p(y_t | ...) at every target position (T x n), p = softmax(hidden
-    @ W + b) as the original computes it; 0 where y_mask is 0.  The fast
-    graph computes the output layer only at the real positions, and the
-    softmax, -log and their gradient in one op (no N x V probabilities kept,
-    no N x V one-hot gradient)."""
+    @ W + b): the project's one cost formula (nmt.sentence_costs sums it).
+    Theano's graph (on a GPU, in original_graph()) is the original's: the
+    softmax, then -log of the reference word's probability; the caller
+    masks the padded positions.  The fast graph computes the output layer
+    only at the real positions (0 elsewhere), and the softmax, -log and
+    their gradient in one op (no N x V probabilities kept, no N x V one-hot
+    gradient)."""
     steps, n_samples = y.shape[0], y.shape[1]
     y_flat = y.flatten()
     if not enabled():

@@ -504,16 +504,17 @@ def target_attention(tparams, prefix, scoring, items, window, state=None, ctx=No
 
 
 def target_attention_step(tparams, prefix, scoring, items, keys, query_state=None,
-                          query_ctx=None, window=None):
-    """One decoding step: attention over J x n history (all of it in the
-    window, unless ``window``, broadcastable to J x n, says otherwise).
+                          query_ctx=None, window=None, decoding=True):
+    """One step's attention over J x n history (all of it in the window,
+    unless ``window``, broadcastable to J x n, says otherwise): a decoding
+    step, or (decoding=False) a step of the memory RNN's training scan.
 
     Returns (summary n x k, weights n x J).
     """
     query = target_attention_query(tparams, prefix, scoring, query_state, query_ctx)
     energy = target_attention_scores(
         tparams, prefix, scoring, keys, None if query is None else query[None, :, :],
-        decoding=True)
+        decoding=decoding)
     if window is None:
         window = tensor.ones_like(energy)
     weights = masked_softmax(energy, window, axis=0)  # J x n
@@ -629,7 +630,7 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
                          context=context, one_step=one_step,
                          init_state=init_state, context_mask=context_mask, **kwargs)
     if (one_step and options['residual'] == 'attentive'
-            and options.get('inference') == 'authors'):
+            and options.get('inference') == AUTHORS_INFERENCE):
         d, w, out['carry'] = _authors_residual_step(tparams, options, out, state_below,
                                                     carry)
     elif one_step:
@@ -785,18 +786,14 @@ def _memory_scan(tparams, state_below, options, prefix, mask, context, init_stat
         # window: rows j <= t that are real target rows
         rows = tensor.arange(full_mask.shape[0])
         window = tensor.cast(rows <= t, 'float32')[:, None] * full_mask
-        query = target_attention_query(tp, 'mem_att', scoring, h_, None)
-        energy = target_attention_scores(
-            tp, 'mem_att', scoring, keys,
-            None if query is None else tensor.shape_padleft(query))
-        w = masked_softmax(energy, window, axis=0)  # T x n
-        s_tilde = (items * w[:, :, None]).sum(0)
+        s_tilde, w = target_attention_step(tp, 'mem_att', scoring, items, keys,
+                                           query_state=h_, window=window, decoding=False)
         h, c, alpha = gru_cond_step(m_, x_t, xx_t, s_tilde, pctx_, cc_, cmask, *weights)
         nxt = tensor.minimum(t + 1, full_mask.shape[0] - 1)
         items = tensor.set_subtensor(items[nxt], h)
         keys = tensor.set_subtensor(
             keys[nxt], target_attention_keys(tp, 'mem_att', scoring, h))
-        return h, items, keys, c, alpha.T, w.T
+        return h, items, keys, c, alpha.T, w
 
     (states, _, _, ctxs, alphas, prev_alphas), _ = theano.scan(
         _step,
@@ -855,6 +852,7 @@ STATE_SCORINGS = ('content', 'content_scope')
 # 'authors', what the authors' released sampler computes (REFERENCE.md 5b;
 # attentive residual decoder only).
 INFERENCES = ('training', 'authors')
+TRAINING_INFERENCE, AUTHORS_INFERENCE = INFERENCES
 
 # A tensor that a decoder carries from one decoding step to the next.  axes
 # names each axis: 'steps' (one row per step decoded so far), 'hyps' (one per
@@ -868,7 +866,7 @@ Carried.__new__.__defaults__ = (0, 0.)
 # options (decoder included), a label for tables, the att_scoring values it
 # accepts (empty: the scoring is not used) and its inference modes.
 Variant = namedtuple('Variant', 'name options label scorings inferences')
-Variant.__new__.__defaults__ = (('training',),)
+Variant.__new__.__defaults__ = ((TRAINING_INFERENCE,),)
 
 # name: the 'decoder' option; init/apply: the layer functions; variants;
 # aliases: other names of this decoder -> the options they imply; prefixes: of
@@ -885,7 +883,7 @@ AUTHORS_CARRIED = [Carried('memory', ('steps', 'hyps', 'dim_word'), rows=1),
 def _carried_words(options):
     """Residual decoders carry the previous words' embeddings (and keys);
     the authors' inference its memory M, M's keys and the step counter."""
-    if options['residual'] == 'attentive' and options.get('inference') == 'authors':
+    if options['residual'] == 'attentive' and options.get('inference') == AUTHORS_INFERENCE:
         return list(AUTHORS_CARRIED)
     words = [Carried('prev_embs', ('steps', 'hyps', 'dim_word'))]
     if options['residual'] == 'attentive':
@@ -910,7 +908,7 @@ DECODERS = OrderedDict((d.name, d) for d in [
                                    'residual': 'attentive'},
                      'Self-attentive residual connections', SCORINGS, INFERENCES)],
             {'gru_cond_att': {'residual': 'attentive', 'att_scoring': 'content',
-                              'inference': 'authors'}},
+                              'inference': AUTHORS_INFERENCE}},
             ('cond_att_',), _carried_words),
     Decoder('gru_cond_memory', param_init_gru_cond_memory, gru_cond_memory_layer,
             [Variant('memory', {'decoder': 'gru_cond_memory'}, 'Memory RNN',
@@ -951,7 +949,7 @@ def variant_of(options):
             decoder.name, ' or '.join(repr(v.options['residual'])
                                       for v in decoder.variants),
             options.get('residual')))
-    inference = options.get('inference', 'training')
+    inference = options.get('inference', TRAINING_INFERENCE)
     if inference not in variant.inferences:
         raise ValueError('the %s decoder takes inference %s, not %r (the authors\' '
                          'inference, REFERENCE.md 5b, is the attentive residual '

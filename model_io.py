@@ -25,6 +25,7 @@ import warnings
 
 import numpy
 
+from cli import CommandError
 from text_io import InputError, check_readable, one_line as _one_line
 
 # Python 2 can read pickle protocols 0 to 2.
@@ -49,18 +50,26 @@ def atomic_write(path, write_fn, mode='wb'):
     raises, so no partial file ever carries the final name.  ``mode`` is
     ``'wb'`` or ``'w'`` (text, UTF-8).  A path that exists and is not a regular
     file (``/dev/null``, a pipe) is written directly: renaming onto it would
-    replace the device with a file.
+    replace the device with a file.  A write that fails (disk full,
+    permission denied, no such folder) raises ``cli.CommandError`` naming
+    ``path`` and the reason; a file already there is left as it was.
     """
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isfile(path):
         text = {} if 'b' in mode else {'encoding': 'utf-8', 'newline': '\n'}
-        with open(path, mode, **text) as f:
-            write_fn(f)
+        try:
+            with open(path, mode, **text) as f:
+                write_fn(f)
+        except OSError as e:
+            raise write_error(path, e) from None
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory,
-                               prefix='.' + os.path.basename(path) + '.',
-                               suffix='.tmp')
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory,
+                                   prefix='.' + os.path.basename(path) + '.',
+                                   suffix='.tmp')
+    except OSError as e:
+        raise write_error(path, e) from None
     try:
         if 'b' in mode:
             f = os.fdopen(fd, mode)
@@ -73,13 +82,30 @@ def atomic_write(path, write_fn, mode='wb'):
         # mkstemp creates the file with mode 0600; give it the usual mode.
         os.chmod(tmp, 0o666 & ~_current_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        cause = _os_error_in(e)
+        if cause is not None:
+            raise write_error(path, cause) from None
         raise
 
+
+def _os_error_in(error):
+    """The OSError that ``error`` is or arose from (zipfile's clean-up after
+    a failed write raises a ValueError on top of the OSError), else None."""
+    while error is not None:
+        if isinstance(error, OSError):
+            return error
+        error = error.__context__
+    return None
+
+
+def write_error(path, error):
+    """The one-line error of a write to ``path`` that failed with ``error``."""
+    return CommandError('%s: cannot write: %s' % (path, error.strerror or _one_line(error)))
 
 
 def write_text(path, text):
@@ -90,6 +116,14 @@ def write_text(path, text):
         sys.stdout.flush()
     else:
         atomic_write(path, lambda f: f.write(text), 'w')
+
+
+def write_json(path, obj, **dump_options):
+    """``obj`` as JSON (``json.dumps`` with ``dump_options``; numpy values as
+    plain numbers) through ``write_text``: atomically, or to stdout for '-'."""
+    dump_options.setdefault('default', _json_default)
+    write_text(path, json.dumps(obj, **dump_options) + '\n')
+
 
 def atomic_savez(path, **arrays):
     """``numpy.savez(path, **arrays)`` written atomically.
@@ -151,7 +185,9 @@ def load_pickle(path):
     return bytes_to_str(obj)
 
 
-def _load_json(path):
+def load_json(path):
+    """The value of a JSON file (objects as OrderedDicts); InputError naming
+    the file when it is missing, empty or not JSON."""
     check_readable(path, allow_empty=False)
     try:
         with open(path, 'r', encoding='utf-8') as f:
@@ -173,7 +209,7 @@ def load_dictionary(path):
     """
     path = os.fspath(path)
     if path.endswith('.json'):
-        d = _load_json(path)
+        d = load_json(path)
     else:
         d = load_pickle(path)
     if not isinstance(d, dict):
@@ -196,9 +232,8 @@ def save_dictionary(word_to_id, pkl_path, json_path):
         od[key] = int(idx)
     atomic_write(pkl_path,
                  lambda f: pickle.dump(od, f, protocol=PY2_PROTOCOL), 'wb')
-    text = json.dumps(collections.OrderedDict((w, int(i)) for w, i in items),
-                      ensure_ascii=False, indent=2)
-    atomic_write(json_path, lambda f: f.write(text + '\n'), 'w')
+    write_json(json_path, collections.OrderedDict((w, int(i)) for w, i in items),
+               ensure_ascii=False, indent=2)
 
 
 # --------------------------------------------------------------------------
@@ -213,7 +248,7 @@ def load_options(model_path):
         options = load_pickle(pkl_path)
         path = pkl_path
     elif os.path.exists(json_path):
-        options = _load_json(json_path)
+        options = load_json(json_path)
         path = json_path
     else:
         raise InputError('%s: no such file (nor %s): the model options are '
@@ -242,9 +277,7 @@ def save_options(options, model_path):
     plain = dict(options)
     atomic_write(model_path + '.pkl',
                  lambda f: pickle.dump(plain, f, protocol=PY2_PROTOCOL), 'wb')
-    text = json.dumps(plain, indent=2, sort_keys=True, ensure_ascii=False,
-                      default=_json_default)
-    atomic_write(model_path + '.json', lambda f: f.write(text + '\n'), 'w')
+    write_json(model_path + '.json', plain, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------

@@ -24,13 +24,14 @@ import argparse
 import os
 import shlex
 import subprocess
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import numpy
 import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
+import cli
 import fast_ops
 import layers
 from layers import get_layer, dropout_layer
@@ -40,8 +41,9 @@ from model_io import load_params, load_options, load_dictionary
 from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (dl4mt names)
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
 from text_io import InputError, read_lines
-from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, reloaded_architecture, run_command, with_suffix
-from training_loop import Progress, zipp, unzip  # noqa: F401 (dl4mt API)
+from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
+from training_options import OptionTable
+from training_loop import Progress, init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
 import vocab
 
 # --------------------------------------------------------------------------
@@ -59,7 +61,8 @@ DEFAULT_OPTIONS = OrderedDict([
     ('datasets', None), ('valid_datasets', None), ('dictionaries', None),
     ('use_dropout', False), ('reload_', False), ('overwrite', False),
     # additions
-    ('residual', 'attentive'), ('att_scoring', 'content'), ('inference', 'training'),
+    ('residual', 'attentive'), ('att_scoring', 'content'),
+    ('inference', layers.TRAINING_INFERENCE),
     ('shuffle_each_epoch', True), ('seed', 1234),
     ('bleu_valid_freq', 0), ('bleu_valid_ref', None), ('bleu_valid_beam', 5),
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
@@ -69,6 +72,12 @@ DEFAULT_OPTIONS = OrderedDict([
 # what a reloaded model keeps from its saved options (the graph's shape)
 ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words_src', 'n_words', 'encoder',
                         'decoder', 'residual', 'att_scoring', 'use_dropout')
+# the values of the options that have a fixed set of them (the decoder
+# options' from the registry)
+OPTION_CHOICES = {'decoder': layers.DECODER_NAMES, 'residual': layers.RESIDUALS,
+                  'att_scoring': layers.SCORINGS, 'inference': layers.INFERENCES,
+                  'encoder': ('gru',), 'optimizer': tuple(sorted(OPTIMIZERS))}
+OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS)
 
 
 def fill_options(options):
@@ -78,8 +87,7 @@ def fill_options(options):
     name, so that a file saved again still loads in their code, and sets the
     options it implies unless they are given.
     """
-    full = OrderedDict(DEFAULT_OPTIONS)
-    full.update(options)
+    full = OPTIONS.fill(options)
     implied = layers.DECODER_ALIASES.get(full['decoder'], (None, {}))[1]
     for key, value in implied.items():
         if key not in options:
@@ -128,17 +136,20 @@ def count_params(options):
         return int(sum(p.size for p in init_params(fill_options(options)).values()))
 
 
-def load_model(path):
-    """Options (completed and checked) and parameters of a model file."""
+def load_model(path, inference=None):
+    """Options (completed and checked) and parameters of a model file; with
+    ``inference`` (layers.INFERENCES) the model decodes that way instead of
+    its file's way."""
     if not os.path.exists(path):
         raise InputError('%s: no such model file' % path)
     options = fill_options(load_options(path))
-    check_options(options)
+    if inference is not None:
+        options['inference'] = inference
+    try:
+        check_options(options)
+    except InputError as e:
+        raise InputError('%s: %s' % (path, e))
     return options, load_params(path, init_params(options))
-
-
-def init_tparams(params):
-    return OrderedDict((k, theano.shared(v, name=k)) for k, v in params.items())
 
 
 def itemlist(tparams):
@@ -202,17 +213,14 @@ def output_layer(tparams, options):
     return tparams['ff_logit_W'], tparams['ff_logit_b']
 
 
-def sentence_costs(logit, y, y_mask, n_words):
-    """-log p of each sentence's words (T x n x V logits): the sum over the
-    rows where y_mask is 1.  As the original: log of the softmax probability
-    of the reference word."""
-    logit_shp = logit.shape
-    probs = tensor.nnet.softmax(logit.reshape([logit_shp[0] * logit_shp[1], logit_shp[2]]))
-    y_flat = y.flatten()
-    y_flat_idx = tensor.arange(y_flat.shape[0]) * n_words + y_flat
-    cost = -tensor.log(probs.flatten()[y_flat_idx])
-    cost = cost.reshape([y.shape[0], y.shape[1]])
-    return (cost * y_mask).sum(0)
+def sentence_costs(tparams, options, hidden, y, y_mask):
+    """-log p of each sentence's words: the output layer over the readout's
+    ``hidden`` layer (build_readout(..., project=False)), -log of the softmax
+    probability of the reference word at every row (fast_ops.output_nll: the
+    original's formula, or the C op that computes it), summed over the rows
+    where y_mask is 1."""
+    W, b = output_layer(tparams, options)
+    return (fast_ops.output_nll(hidden, W, b, y, y_mask) * y_mask).sum(0)
 
 
 def build_model(tparams, options):
@@ -241,14 +249,22 @@ def build_model(tparams, options):
         opt_ret['prev_alphas'] = dec['prev_alphas']
     opt_ret['readout_prev'] = dec['readout_prev']
 
-    if fast_ops.enabled():   # the output layer, softmax and -log in C (fast_ops)
-        hidden = build_readout(tparams, options, dec, use_noise, trng, project=False)
-        W, b = output_layer(tparams, options)
-        cost = (fast_ops.output_nll(hidden, W, b, y, y_mask) * y_mask).sum(0)
-    else:
-        logit = build_readout(tparams, options, dec, use_noise, trng)
-        cost = sentence_costs(logit, y, y_mask, options['n_words'])
+    hidden = build_readout(tparams, options, dec, use_noise, trng, project=False)
+    cost = sentence_costs(tparams, options, hidden, y, y_mask)
     return trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost
+
+
+# build_model's graph with the cost that training minimises: inputs (x,
+# x_mask, y, y_mask), cost (per sentence), train_cost (regularised_cost's)
+TrainingGraph = namedtuple('TrainingGraph', 'trng use_noise inputs cost train_cost')
+
+
+def training_graph(tparams, options):
+    """The graph of a training update (optimizers.training_functions
+    compiles it)."""
+    trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = build_model(tparams, options)
+    train_cost = regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask)
+    return TrainingGraph(trng, use_noise, [x, x_mask, y, y_mask], cost, train_cost)
 
 
 def regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask):
@@ -450,16 +466,12 @@ def train(**kwargs):
 def training_options(kwargs):
     """(options, model options, reloading): the run's options, and the
     model's, which keep a reloaded model's architecture."""
-    unknown = set(kwargs) - set(DEFAULT_OPTIONS)
-    if unknown:
-        raise InputError('unknown option(s): %s' % ', '.join(sorted(unknown)))
+    OPTIONS.check_known(kwargs)
     options = fill_options(kwargs)
-    if options['optimizer'] not in OPTIMIZERS:
-        raise InputError('--optimizer must be one of %s' % ', '.join(sorted(OPTIMIZERS)))
+    OPTIONS.check_choices(options)
     if not options['datasets'] or not options['dictionaries']:
         raise InputError('--datasets and --dictionaries are required')
-    model_options, reloading = reloaded_architecture(options, kwargs, fill_options,
-                                                     ARCHITECTURE_OPTIONS)
+    model_options, reloading = OPTIONS.reloaded(options, kwargs, fill_options)
     check_options(model_options)
     return options, model_options, reloading
 
@@ -483,19 +495,13 @@ class CompiledModel(Compiled):
     """The shared parameters and every compiled function of a training run."""
 
     def __init__(self, options, model_options, reloading):
-        params = init_params(model_options)
-        if reloading:
-            print('Reloading model parameters')
-            params = load_params(options['saveto'], params)
-        self.tparams = init_tparams(params)
-        (self.trng, self.use_noise, x, x_mask, y, y_mask, opt_ret,
-         cost) = build_model(self.tparams, model_options)
-        inps = [x, x_mask, y, y_mask]
+        self.init_parameters(init_params(model_options), options, reloading)
+        graph = training_graph(self.tparams, model_options)
+        self.trng, self.use_noise = graph.trng, graph.use_noise
         self.f_init, self.f_next = build_sampler(self.tparams, model_options,
                                                  self.trng, self.use_noise)
-        self.f_log_probs = theano.function(inps, cost, name='f_log_probs')
-        cost = regularised_cost(self.tparams, options, cost, opt_ret, x_mask, y_mask)
-        self.compile_optimizer(options, inps, cost)
+        self.f_log_probs = theano.function(graph.inputs, graph.cost, name='f_log_probs')
+        self.compile_optimizer(options, graph.inputs, graph.train_cost)
 
 
 class Trainer(TrainingLoop):
@@ -538,6 +544,7 @@ class Trainer(TrainingLoop):
         score = self._bleu_score()
         best, stop = self.state.record_bleu(score, self.options['bleu_patience'])
         print('BLEU %.2f (best %.2f)' % (score, max(self.state.bleu_history)))
+        self.log.write('bleu', self.state, bleu=score, best=bool(best))
         if best:
             self.save_params(with_suffix(self.options['saveto'], 'best_bleu'))
         if stop:
@@ -626,60 +633,25 @@ def _check_dictionaries(options, worddicts, paths):
 # --------------------------------------------------------------------------
 # command line
 
-def _parse_bool(text):
-    return str(text).lower() in ('1', 'true', 'yes', 'on')
-
-
-# the decoder options' values, from the registry
-OPTION_CHOICES = {'decoder': layers.DECODER_NAMES, 'residual': layers.RESIDUALS,
-                  'att_scoring': layers.SCORINGS, 'inference': layers.INFERENCES,
-                  'encoder': ('gru',),
-                  'optimizer': tuple(sorted(OPTIMIZERS))}
-
-
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
+    """train()'s keyword arguments: the options given on the command line."""
+    parser = cli.ArgumentParser(
         description='Train an attention NMT model (dl4mt-tutorial options).')
     parser.add_argument('--model', dest='saveto', required=True, metavar='MODEL.npz',
                         help='model file (options in MODEL.npz.pkl and .json)')
     parser.add_argument('--datasets', nargs=2, required=True, metavar=('SRC', 'TRG'))
     parser.add_argument('--dictionaries', nargs=2, required=True,
                         metavar=('DICT_SRC', 'DICT_TRG'))
-    parser.add_argument('--valid_datasets', nargs=2, metavar=('SRC', 'TRG'))
-    parser.add_argument('--reload', dest='reload_', action='store_true',
-                        help='resume training from MODEL (parameters, optimizer, counters)')
-    parser.add_argument('--use_dropout', action='store_true')
-    parser.add_argument('--overwrite', action='store_true',
-                        help='do not keep MODEL.iterN.npz copies at each save')
-    parser.add_argument('--no_shuffle', dest='shuffle_each_epoch', action='store_false',
-                        help='read the training data in file order every epoch')
-    handled = {'saveto', 'datasets', 'dictionaries', 'valid_datasets', 'reload_',
-               'use_dropout', 'overwrite', 'shuffle_each_epoch'}
-    for key, default in DEFAULT_OPTIONS.items():
-        if key in handled:
-            continue
-        kind = type(default) if default is not None else str
-        if kind is bool:
-            kind = _parse_bool
-        parser.add_argument('--' + key, type=kind, default=argparse.SUPPRESS,
-                            choices=OPTION_CHOICES.get(key),
-                            help='default: %r' % (default,))
-    args = vars(parser.parse_args(argv))
-    if not args.get('use_dropout'):
-        args.pop('use_dropout', None)
-    for key in ('reload_', 'overwrite'):
-        if not args.get(key):
-            args.pop(key, None)
-    if args.get('shuffle_each_epoch', True):
-        args.pop('shuffle_each_epoch', None)
-    if args.get('valid_datasets') is None:
-        args.pop('valid_datasets', None)
-    return args
+    parser.add_argument('--valid_datasets', nargs=2, metavar=('SRC', 'TRG'),
+                        default=argparse.SUPPRESS)
+    OPTIONS.add_flags(parser, declared=('saveto', 'datasets', 'dictionaries',
+                                        'valid_datasets'))
+    return vars(parser.parse_args(argv))
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    return run_command(lambda: train(**args))
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: train(**args))
 
 
 if __name__ == '__main__':

@@ -158,3 +158,15 @@ def sgd(lr, tparams, grads, inp, cost, state=None):
 
 
 OPTIMIZERS = {'adadelta': adadelta, 'adam': adam, 'rmsprop': rmsprop, 'sgd': sgd}
+
+
+def training_functions(options, tparams, inputs, cost, state=None, fused=True, mode=None):
+    """(f_grad_shared, f_update) of ``options['optimizer']`` for ``cost``, the
+    gradients clipped to norm ``options['clip_c']``: every training function
+    of the project (nmt.py, language_model/lm.py, speed/benchmark.py, the
+    tests) is built here.  Adadelta is fused unless ``fused`` is False and
+    compiled with ``mode``; ``state`` receives the accumulators."""
+    grads = clip_gradients(tensor.grad(cost, wrt=list(tparams.values())), options['clip_c'])
+    extra = {'fused': fused, 'mode': mode} if options['optimizer'] == 'adadelta' else {}
+    return OPTIMIZERS[options['optimizer']](tensor.scalar(name='lr'), tparams, grads,
+                                            inputs, cost, state=state, **extra)

@@ -13,10 +13,12 @@ options.  OUTPUT ('-' = stdout) appears only once every pair is scored.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
-import argparse
 import sys
 
 import numpy
+
+import cli
+import layers
 
 from model_io import load_dictionary, write_text
 from progress import ProgressLine
@@ -52,15 +54,26 @@ def score_pairs(f_log_probs, pairs, batch_size, progress=True):
     return costs
 
 
-def build_scorer(options, params, inference='training'):
+def load_scoring_model(path, dictionaries, inference):
+    """(options, parameters, word dictionaries) of one model, which scores
+    with ``inference``; the dictionaries are ``dictionaries`` or those its
+    options name."""
+    import nmt
+    options, params = nmt.load_model(path, inference)
+    dict_paths = dictionaries or options.get('dictionaries')
+    if not dict_paths:
+        raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG' % path)
+    return options, params, [load_dictionary(d) for d in dict_paths]
+
+
+def build_scorer(options, params):
     """(x, x_mask, y, y_mask) -> per-sentence costs: the training graph's
-    f_log_probs, or forced decoding through the authors' sampler."""
+    f_log_probs, or with the authors' inference forced decoding through
+    their sampler."""
     import theano
     import nmt
     tparams = nmt.init_tparams(params)
-    if inference == 'authors':
-        options = dict(options, inference='authors')
-        nmt.check_options(options)
+    if options['inference'] == layers.AUTHORS_INFERENCE:
         from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
         return sampler_scorer(*nmt.build_sampler(tparams, options, RandomStreams(1234),
                                                  theano.shared(numpy.float32(0.)),
@@ -80,48 +93,42 @@ def sampler_scorer(f_init, f_next):
     return costs
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description='Per-sentence costs of sentence pairs.')
+def parse_args(argv):
+    p = cli.ArgumentParser(description='Per-sentence costs of sentence pairs.')
     p.add_argument('-m', '--model', required=True)
     p.add_argument('-s', '--source', required=True)
     p.add_argument('-t', '--target', required=True)
     p.add_argument('-o', '--output', required=True)
     p.add_argument('-b', '--batch', type=int, default=80)
     p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'))
-    p.add_argument('--inference', choices=('training', 'authors'), default='training',
+    p.add_argument('--inference', choices=layers.INFERENCES,
+                   default=layers.TRAINING_INFERENCE,
                    help='training: the training graph\'s cost (default); authors: '
                         'forced decoding through the authors\' sampler (REFERENCE.md 5b, '
                         'attentive residual models)')
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(argv)
     if args.batch < 1:
         p.error('-b must be at least 1')
-    try:
-        import nmt
-        options, params = nmt.load_model(args.model)
-        dict_paths = args.dictionaries or options.get('dictionaries')
-        if not dict_paths:
-            raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG'
-                             % args.model)
-        word_dicts = [load_dictionary(d) for d in dict_paths]
-        pairs = pair_ids(read_lines(args.source), read_lines(args.target),
-                         args.source, args.target, word_dicts, options)
-        if args.inference == 'authors':
-            try:
-                nmt.check_options(dict(options, inference='authors'))
-            except InputError as e:
-                raise InputError('%s: %s' % (args.model, e))
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    costs = score_pairs(build_scorer(options, params, args.inference), pairs, args.batch)
+    return args
+
+
+def score(args):
+    """Write the cost of every pair of args.source, args.target."""
+    options, params, word_dicts = load_scoring_model(args.model, args.dictionaries,
+                                                     args.inference)
+    pairs = pair_ids(read_lines(args.source), read_lines(args.target),
+                     args.source, args.target, word_dicts, options)
+    costs = score_pairs(build_scorer(options, params), pairs, args.batch)
     if not numpy.all(numpy.isfinite(costs)):
         bad = int(numpy.flatnonzero(~numpy.isfinite(costs))[0])
-        print('error: the cost of pair %d (line %d) is not finite' % (bad, bad + 1),
-              file=sys.stderr)
-        return 1
-    text = ''.join('%s\n' % repr(float(c)) for c in costs)
-    write_text(args.output, text)
-    return 0
+        raise cli.CommandError('the cost of pair %d (line %d) is not finite'
+                               % (bad, bad + 1))
+    write_text(args.output, ''.join('%s\n' % repr(float(c)) for c in costs))
+
+
+def main(argv=None):
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: score(args))
 
 
 if __name__ == '__main__':

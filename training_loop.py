@@ -9,7 +9,11 @@ prints samples, every ``saveFreq`` it writes a checkpoint from which
 ``--reload`` continues bit-identically (``training_state.save_checkpoint``:
 parameters, optimizer accumulators, random streams, counters and the position
 in the data).  At the end the best parameters by validation cost go to the
-model file.
+model file.  Each of these steps is also an event of the training log
+(``training_log.py``, MODEL.log.jsonl).  After every update the loop asks
+whether it should stop (``stop_requests.py``): the stop file ends the run as
+``finish_after`` does; SIGTERM or SIGINT end it with a checkpoint of that
+update and ``cli.Interrupted`` (exit status 143 or 130).
 
 A subclass builds, in its ``__init__``, ``self.options`` (the run's options),
 ``self.model_options`` (what is saved with the model), ``self.train_it`` and
@@ -18,7 +22,6 @@ or anything the subclass validates on), ``self.model`` (a ``Compiled``),
 then calls ``self.start(reloading)``; and it defines ``prepare_batch``,
 ``valid_cost`` and ``print_samples`` (and optionally ``extra_validation``).
 """
-import copy
 import os
 import sys
 import time
@@ -27,50 +30,24 @@ from collections import OrderedDict, namedtuple
 import numpy
 
 import theano_env  # noqa: F401  (configures Theano before its import)
-import theano.tensor as tensor
+import theano
 
-from model_io import load_archive_extras, load_options
-from optimizers import OPTIMIZERS, clip_gradients
+from cli import CommandError, Interrupted
+from model_io import load_archive_extras, load_params
+from optimizers import training_functions
 from progress import format_duration
-from text_io import InputError
+from stop_requests import StopRequests, signal_name
+from training_log import TrainingLog
 from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
                             resume_path)
 
 
-class TrainingError(Exception):
+class TrainingError(CommandError):
     """Training cannot go on (a NaN cost, say); the last checkpoint is kept."""
 
 
-def run_command(action):
-    """Run a training command line's ``action()``: exit status 0; 1 with one
-    line ``error: ...`` for bad input or a failed run; 130 on Ctrl-C (the last
-    checkpoint is kept, as on any kill)."""
-    try:
-        action()
-    except (InputError, TrainingError) as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('interrupted: the last checkpoint is kept', file=sys.stderr)
-        return 130
-    return 0
-
-
-def reloaded_architecture(options, given, fill_options, architecture):
-    """(model options, reloading): a copy of the run's ``options`` in which,
-    when ``--reload`` finds the model file, the ``architecture`` options come
-    from the saved model (a different value ``given`` on the command line is
-    ignored with a warning)."""
-    model_options = copy.copy(options)
-    reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
-    if reloading:
-        saved = fill_options(load_options(options['saveto']))
-        for key in architecture:
-            if key in given and given[key] != saved[key]:
-                print('warning: --%s %s ignored: the reloaded model has %s'
-                      % (key, given[key], saved[key]), file=sys.stderr)
-            model_options[key] = saved[key]
-    return model_options, reloading
+def init_tparams(params):
+    return OrderedDict((k, theano.shared(v, name=k)) for k, v in params.items())
 
 
 def zipp(params, tparams):
@@ -91,18 +68,21 @@ class Compiled(object):
     """What the loop needs of a model: ``tparams``, ``trng``, ``use_noise``
     and ``compile_optimizer``'s ``f_grad_shared``, ``f_update``, ``opt_state``."""
 
+    def init_parameters(self, params, options, reloading):
+        """``tparams``: ``params`` (initial values), or when reloading the
+        model file's values of them."""
+        if reloading:
+            print('Reloading model parameters')
+            params = load_params(options['saveto'], params)
+        self.tparams = init_tparams(params)
+
     def compile_optimizer(self, options, inputs, cost):
         """The optimizer's functions for ``cost`` with clipped gradients."""
-        grads = clip_gradients(tensor.grad(cost, wrt=list(self.tparams.values())),
-                               options['clip_c'])
         self.opt_state = OrderedDict()
         print('Building optimizer (compiling; minutes at the papers\' size)')
         t0 = time.time()
-        optimizer = OPTIMIZERS[options['optimizer']]
-        extra = {'fused': True} if options['optimizer'] == 'adadelta' else {}
-        self.f_grad_shared, self.f_update = optimizer(
-            tensor.scalar(name='lr'), self.tparams, grads, inputs, cost,
-            state=self.opt_state, **extra)
+        self.f_grad_shared, self.f_update = training_functions(
+            options, self.tparams, inputs, cost, state=self.opt_state)
         print('Compiled in %.1f s' % (time.time() - t0))
 
     def rng_states(self):
@@ -135,11 +115,14 @@ class TrainingLoop(object):
 
     # -- the loop ------------------------------------------------------------
     def start(self, reloading):
-        """The state (restored when reloading) and the progress meter."""
+        """The state (restored when reloading), the progress meter, the
+        training log and the stop requests."""
         self.state = self._restore() if reloading else TrainingState()
         self.progress = Progress(self.options['finish_after'],
                                  self.options['max_epochs'] - self.state.epoch,
                                  self.train_it.lines_total)
+        self.log = TrainingLog(self.options['saveto'])
+        self.requests = StopRequests(self.options['saveto'])
 
     def _restore(self):
         m = self.model
@@ -154,35 +137,52 @@ class TrainingLoop(object):
         return state
 
     def run(self):
+        """Updates until a stopping rule holds or a stop is requested; returns
+        the final validation cost."""
         print('Optimization')
-        stop = self.state.uidx >= self.options['finish_after']
-        if stop:
-            print('Already trained for %d updates (finish_after %d)'
-                  % (self.state.uidx, self.options['finish_after']))
-        while not stop and self.state.epoch < self.options['max_epochs']:
-            stop = self._epoch()
-        return self._finish()
+        self.requests.install()
+        try:
+            self.log.write('start', self.state, reloaded=self.state.uidx > 0,
+                           pid=os.getpid(), finish_after=self.options['finish_after'],
+                           validFreq=self.options['validFreq'],
+                           saveFreq=self.options['saveFreq'])
+            reason = None
+            if self.state.uidx >= self.options['finish_after']:
+                print('Already trained for %d updates (finish_after %d)'
+                      % (self.state.uidx, self.options['finish_after']))
+                reason = 'finish_after'
+            while reason is None:
+                if self.state.epoch >= self.options['max_epochs']:
+                    reason = 'max_epochs'
+                else:
+                    reason = self._epoch()
+            return self._finish(reason)
+        finally:
+            self.requests.restore()
+            self.log.close()
 
     def _epoch(self):
-        """Updates until the data ends (False) or a stopping rule holds (True)."""
+        """Updates until the data ends (None) or the run stops (the reason)."""
         n_samples = 0
         for batch in self.train_it:
             n_samples += len(batch[0])
-            if self._update(batch):
-                return True
+            reason = self._update(batch)
+            if reason is not None:
+                return reason
         self.state.epoch += 1
         print('Seen %d samples' % n_samples)
-        return False
+        return None
 
     def _update(self, batch):
-        """One update on a batch, then what is due after it; True to stop."""
+        """One update on a batch, then what is due after it; the reason to
+        stop, or None."""
         opt, m = self.options, self.model
         m.use_noise.set_value(1.)
         prepared = self.prepare_batch(batch)
         self.progress.pairs_done += len(batch[0])
         if prepared is None:
             print('Minibatch with zero sample under length', opt['maxlen'])
-            return False
+            return None
         self.state.uidx += 1
         ud_start = time.time()
         cost = m.f_grad_shared(*prepared.inputs)
@@ -190,49 +190,65 @@ class TrainingLoop(object):
         ud = time.time() - ud_start
         self.progress.add(prepared.sentences, prepared.words)
         if not numpy.isfinite(cost):
-            raise TrainingError('NaN or Inf cost at update %d (epoch %d); the last '
-                                'checkpoint in %s is kept'
-                                % (self.state.uidx, self.state.epoch, opt['saveto']))
+            message = ('NaN or Inf cost at update %d (epoch %d); the last checkpoint in %s '
+                       'is kept' % (self.state.uidx, self.state.epoch, opt['saveto']))
+            self.log.write('stop', self.state, reason='nan_cost', message=message)
+            raise TrainingError(message)
         if self.state.uidx % opt['dispFreq'] == 0:
-            print('Epoch %d Update %d Cost %f UD %f | %s'
-                  % (self.state.epoch, self.state.uidx, cost, ud,
-                     self.progress.line(self.state.uidx)))
-            sys.stdout.flush()
-        return self._after_update(prepared)
+            self._display(cost, ud)
+        reason = self._after_update(prepared) or self.requests.reason()
+        if self.state.uidx % opt['saveFreq'] == 0 or reason is not None:
+            self._save(snapshot=self.state.uidx % opt['saveFreq'] == 0 and not opt['overwrite'])
+        return reason
+
+    def _display(self, cost, ud):
+        ups, wps, eta = self.progress.figures(self.state.uidx)
+        print('Epoch %d Update %d Cost %f UD %f | %s'
+              % (self.state.epoch, self.state.uidx, cost, ud,
+                 Progress.text(ups, wps, eta)))
+        sys.stdout.flush()
+        self.log.write('update', self.state, cost=float(cost), updates_per_second=ups,
+                       words_per_second=wps, eta_seconds=eta)
 
     def _after_update(self, prepared):
-        """Validation, extra validation, samples, the stopping rules and
-        checkpoints."""
+        """Validation, extra validation, samples and the stopping rules; the
+        reason to stop, or None."""
         opt, uidx = self.options, self.state.uidx
-        stop = False
-        if self.valid_it is not None and uidx % opt['validFreq'] == 0:
-            stop = self._validate()
-        stop = self.extra_validation() or stop
+        reason = None
+        if self.valid_it is not None and uidx % opt['validFreq'] == 0 and self._validate():
+            reason = 'early_stop'
+        if self.extra_validation():
+            reason = 'bleu_early_stop'
         if uidx % opt['sampleFreq'] == 0:
             self.model.use_noise.set_value(0.)
             self.print_samples(prepared)
         if uidx >= opt['finish_after']:
             print('Finishing after %d iterations!' % uidx)
-            stop = True
-        if uidx % opt['saveFreq'] == 0 or stop:
-            self._save(snapshot=uidx % opt['saveFreq'] == 0 and not opt['overwrite'])
-        return stop
+            reason = 'finish_after'
+        return reason
 
     def _valid_cost(self):
         self.model.use_noise.set_value(0.)
         return self.valid_cost()
 
     def _validate(self):
+        """A validation; True to stop early."""
         cost = self._valid_cost()
         best, stop = self.state.record_valid_cost(cost, self.options['patience'])
         if best:
             self.state.best_params = self.model.params()
+        self.log.write('validation', self.state, cost=float(cost), best=bool(best),
+                       bad_counter=self.state.bad_counter, **self.valid_fields(cost))
         if stop:
             print('Early Stop!')
         if numpy.isnan(cost):
             raise TrainingError('NaN validation cost at update %d' % self.state.uidx)
         self.print_valid(cost)
         return stop
+
+    def valid_fields(self, cost):
+        """What the log's validation events add to the cost."""
+        return {}
 
     def print_valid(self, cost):
         print('Valid %f' % cost)
@@ -252,9 +268,15 @@ class TrainingLoop(object):
                                          'iter%d' % self.state.uidx))
         print('Done')
         sys.stdout.flush()
+        self.log.write('checkpoint', self.state)
 
-    def _finish(self):
-        """The best parameters into the model file; the final validation cost."""
+    def _finish(self, reason):
+        """The end of the run: after a signal, the command ends (its
+        checkpoint is written); otherwise the best parameters go into the
+        model file.  Returns the final validation cost."""
+        self.log.write('stop', self.state, reason=reason, message=self._stop_message(reason))
+        if reason == 'signal':
+            raise Interrupted(self.requests.signum, self._stop_message(reason))
         if self.state.best_params is not None:
             zipp(self.state.best_params, self.model.tparams)
         valid_err = None
@@ -262,7 +284,24 @@ class TrainingLoop(object):
             valid_err = self._valid_cost()
             self.print_valid(valid_err)
         self.save_params(self.options['saveto'])
+        self.log.write('end', self.state, valid_cost=valid_err)
         return valid_err
+
+    def _stop_message(self, reason):
+        opt, uidx = self.options, self.state.uidx
+        if reason == 'signal':
+            return ('%s at update %d: the checkpoint of update %d is in %s; --reload '
+                    'continues from it' % (signal_name(self.requests.signum), uidx, uidx,
+                                           opt['saveto']))
+        if reason == 'finish_after':
+            return 'update %d of --finish_after %d' % (uidx, opt['finish_after'])
+        if reason == 'max_epochs':
+            return 'epoch %d of --max_epochs %d' % (self.state.epoch, opt['max_epochs'])
+        if reason == 'early_stop':
+            return 'no better validation cost in %d validations (--patience)' % opt['patience']
+        if reason == 'bleu_early_stop':
+            return 'no better BLEU in %d validations (--bleu_patience)' % opt['bleu_patience']
+        return 'asked to stop (%s)' % self.requests.stop_file
 
 
 def with_suffix(saveto, suffix):
@@ -284,7 +323,8 @@ class Progress(object):
         self.sentences += n_sentences
         self.words += n_words
 
-    def line(self, uidx):
+    def figures(self, uidx):
+        """(updates/s, target words/s, ETA in seconds or None)."""
         elapsed = max(time.time() - self.start, 1e-9)
         ups, wps = self.updates / elapsed, self.words / elapsed
         etas = []
@@ -293,7 +333,11 @@ class Progress(object):
         if self.total_pairs:
             etas.append((self.total_pairs - self.pairs_done) /
                         max(self.sentences / elapsed, 1e-9))
+        return ups, wps, (min(etas) if etas else None)
+
+    @staticmethod
+    def text(ups, wps, eta):
         text = '%.2f upd/s %.0f words/s' % (ups, wps)
-        if etas:
-            text += ' ETA %s' % format_duration(min(etas))
+        if eta is not None:
+            text += ' ETA %s' % format_duration(eta)
         return text

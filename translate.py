@@ -21,7 +21,6 @@ is translated.  The formats are in README.md, "Translating".
 """
 import theano_env  # noqa: F401  (must come before theano)
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -30,6 +29,8 @@ from collections import namedtuple
 
 import numpy
 
+import cli
+import layers
 import model_io
 import nbest
 import unk_replace
@@ -53,13 +54,7 @@ def load_models(paths, inference=None):
     import nmt
     models = []
     for path in paths:
-        options, params = nmt.load_model(path)
-        if inference is not None:
-            options = dict(options, inference=inference)
-            try:
-                nmt.check_options(options)
-            except InputError as e:
-                raise InputError('%s: %s' % (path, e))
+        options, params = nmt.load_model(path, inference)
         models.append((path, options, params))
     check_same_vocabularies(models)
     return models
@@ -126,10 +121,9 @@ def uses_authors_inference(models):
     """Whether the model whose attention over previous words the search
     keeps (the first one with a target-side attention) decodes with the
     authors' inference."""
-    import layers
     for _, options, _ in models:
         if layers.variant_of(options)[1] is not None:
-            return options['inference'] == 'authors'
+            return options['inference'] == layers.AUTHORS_INFERENCE
     return False
 
 
@@ -242,7 +236,7 @@ def alignment_record(idx, hyp, source_line, idict_trg, authors):
               'source_attention': [numpy.asarray(a).tolist() for a in hyp.align],
               'previous_attention': [numpy.asarray(p).tolist() for p in hyp.prev_align]}
     if authors:
-        record['inference'] = 'authors'
+        record['inference'] = layers.AUTHORS_INFERENCE
     return json.dumps(record, ensure_ascii=False)
 
 
@@ -254,7 +248,7 @@ def write_output(path, lines):
 # command line
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description='Translate with beam search.')
+    p = cli.ArgumentParser(description='Translate with beam search.')
     p.add_argument('-k', type=int, default=5, help='beam size (default 5)')
     p.add_argument('-n', action='store_true', help='normalise scores by length')
     p.add_argument('-p', type=int, default=5, help='worker processes (default 5)')
@@ -263,7 +257,7 @@ def parse_args(argv):
                         % DEFAULT_BATCH_SIZE)
     p.add_argument('--maxlen', type=int, default=200,
                    help='longest translation in tokens (default 200)')
-    p.add_argument('--inference', choices=('training', 'authors'),
+    p.add_argument('--inference', choices=layers.INFERENCES,
                    help='how the attentive residual decoder computes its summary of '
                         'the previous words: "authors", their sampler (REFERENCE.md 5b), '
                         'or "training", the training graph\'s (default: authors for '
@@ -331,12 +325,13 @@ def prepare(args):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        models, idict_trg, unk_dictionary, source_lines, sources = prepare(args)
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: translate(args))
+
+
+def translate(args):
+    """Translate args.source into args.saveto (and args.alignments)."""
+    models, idict_trg, unk_dictionary, source_lines, sources = prepare(args)
     search = Search(args.k, args.maxlen, args.batch_size, args.suppress_unk,
                     bool(args.alignments or args.replace_unk))
     progress = ProgressLine(len(sources), 'translated', 'sentences')
@@ -359,7 +354,6 @@ def main(argv=None):
     write_output(args.saveto, lines)
     if args.alignments:
         write_output(args.alignments, align_lines)
-    return 0
 
 
 if __name__ == '__main__':

@@ -26,7 +26,6 @@ output file is written.
 import argparse
 import csv
 import io
-import json
 import os
 import subprocess
 import sys
@@ -35,11 +34,12 @@ import tempfile
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import cli
 from analysis import attention_positions
 from analysis import attention_records
 from analysis import attention_trees
 from analysis import parseval
-from model_io import write_text
+from model_io import write_json, write_text
 from progress import ProgressLine
 from text_io import InputError, open_binary, read_lines
 
@@ -160,7 +160,7 @@ def cmd_positions(args):
                            _fmt(summary['mean_weight'][0], 3), args.max_position,
                            summary['max_beyond_window']), file=sys.stderr)
     if args.json:
-        write_text(args.json, json.dumps({label: r for label, r in results}, indent=1) + '\n')
+        write_json(args.json, {label: r for label, r in results}, indent=1)
     if args.csv:
         write_text(args.csv, positions_csv(results))
     if args.png:
@@ -260,7 +260,7 @@ def cmd_parseval(args):
               'reference_constituents', 'sentences', 'skipped']
     print(format_table(header, table))
     if args.json:
-        write_text(args.json, json.dumps(table, indent=1) + '\n')
+        write_json(args.json, table, indent=1)
     if args.csv:
         write_text(args.csv, csv_text(header, [[row[h] for h in header] for row in table]))
 
@@ -290,10 +290,10 @@ def input_options():
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0],
+    ap = cli.ArgumentParser(description=__doc__.split('\n')[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split('\n', 2)[2])
-    sub = ap.add_subparsers(dest='command', required=True)
+    sub = ap.add_subparsers(dest='command', required=True, parser_class=cli.ArgumentParser)
     common = [input_options()]
     p = sub.add_parser('positions', parents=common, help='NAACL Fig. 2, AAAI Fig. 3')
     p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL')
@@ -330,13 +330,8 @@ COMMANDS = {'positions': cmd_positions, 'matrix': cmd_matrix, 'trees': cmd_trees
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        COMMANDS[args.command](args)
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    return 0
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: COMMANDS[args.command](args))
 
 
 if __name__ == '__main__':

@@ -61,8 +61,10 @@ def prepare_fonts(texts):
     matplotlib.rcParams['font.family'] = ['DejaVu Sans', name]
 
 
-def save(fig, path):
-    atomic_write(path, lambda f: fig.savefig(f, format='png', dpi=DPI), 'wb')
+def save(fig, path, dpi=DPI):
+    """The figure as a PNG file, written atomically (every figure of the
+    project is saved here), then closed."""
+    atomic_write(path, lambda f: fig.savefig(f, format='png', dpi=dpi), 'wb')
     plt.close(fig)
 
 

@@ -7,12 +7,16 @@
    target verb that agrees with its subject noun 3-10 tokens earlier) into
    DIR/data and builds its dictionaries;
 2. trains the two models at the same time (one nmt.py process each, same
-   settings and seed), validating every ``--valid_every`` updates.  Each one
-   stops as soon as it has converged by the rule of ``demo/convergence.py`` (its
-   validation cost per target token is below ``--target_cost``, or has stopped
-   improving), or when its budget (``--max_updates``, ``--minutes``) is
-   spent: "out of budget".  The model evaluated is the last checkpoint (the
-   parameters with the best validation cost);
+   settings and seed, ``--threads`` BLAS and OpenMP threads each), validating
+   every ``--valid_every`` updates.  The demo follows each run through its
+   training log (MODEL.log.jsonl, training_log.py).  Each one stops as soon
+   as it has converged by the rule of ``demo/convergence.py`` (its validation
+   cost per target token is below ``--target_cost``, or has stopped
+   improving): the demo then asks it to stop (MODEL.stop, stop_requests.py);
+   or when its budget of ``--max_updates`` updates is spent: "out of budget".
+   The budget is in updates, so the verdict does not depend on the machine's
+   speed.  The model evaluated holds the parameters of the run's best
+   validation;
 3. translates the test set with each model (beam 5, length-normalised, with
    the attention weights), and scores it: BLEU (``bleu.corpus_bleu_tokenized``,
    multi-bleu.perl on the toy tokens), subject-verb agreement overall and by
@@ -27,14 +31,11 @@ Theano runs with ``optimizer=fast_compile`` (see DEMO_THEANO_FLAGS); flags in
 THEANO_FLAGS win.  Any failing step stops the demo with one ``error: ...``
 line on stderr and exit status 1.
 """
-import argparse
 import concurrent.futures
 import copy
-import json
 import os
 import re
 import resource
-import signal
 import subprocess
 import sys
 import threading
@@ -47,24 +48,29 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 from demo import report  # noqa: E402  (no Theano import in this process)
 from demo import toy_corpus  # noqa: E402
 from bleu import corpus_bleu_tokenized  # noqa: E402
+import cli  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
+from model_io import load_json, write_json  # noqa: E402
+from stop_requests import stop_path  # noqa: E402
 from text_io import read_lines  # noqa: E402
+from training_log import LogReader, log_path  # noqa: E402
+from training_state import resume_path  # noqa: E402
 
 DEFAULT_MODELS = ('baseline', 'attentive')
 # Graph optimisations of Theano's fast_compile level, C code for every op:
 # less to compile on an empty cache than the default fast_run (the speed-up and
 # the training speed were not measured side by side on a quiet machine).
 DEMO_THEANO_FLAGS = 'optimizer=fast_compile'
+# BLAS and OpenMP threads of each process (--threads): two processes side by
+# side on the project's 2-core machine ran faster with 1 each than with 2
+# (docs/training.md, "The demo's timing")
+DEFAULT_THREADS = 1
 NON_PARAMS = {'history_errs', 'uidx'}
-PROGRESS_RE = re.compile(r'^Epoch (\d+) Update (\d+) Cost (\S+) UD \S+ \| (\S+) upd/s')
-VALID_RE = re.compile(r'^Valid (\S+)$')
-SAVE_RE = re.compile(r'^Saving the model at update (\d+)\.\.\. Done')
-END_RE = re.compile(r'^(Finishing after|Early Stop)')
 
 _print_lock = threading.Lock()
 
 
-class DemoError(Exception):
+class DemoError(cli.CommandError):
     pass
 
 
@@ -78,24 +84,29 @@ def fmt_time(seconds):
     return '%d:%02d' % (seconds // 60, seconds % 60)
 
 
-def child_env():
+def child_env(threads):
+    """The environment of the demo's processes: its Theano flags (the user's
+    win) and ``threads`` BLAS and OpenMP threads (unless the user set them)."""
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     user = env.get('THEANO_FLAGS', '')
     env['THEANO_FLAGS'] = DEMO_THEANO_FLAGS + (',' + user if user else '')
+    for name in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+        env.setdefault(name, str(threads))
     return env
 
 
 class Children(object):
     """The running subprocesses, so that a failure or Ctrl-C ends them all."""
 
-    def __init__(self):
+    def __init__(self, threads):
         self.lock, self.procs, self.closed = threading.Lock(), [], False
+        self.threads = threads
 
     def start(self, cmd, **kwargs):
         with self.lock:
             if self.closed:
                 raise DemoError('stopped')
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), **kwargs)
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(self.threads), **kwargs)
             self.procs.append(proc)
             return proc
 
@@ -107,9 +118,10 @@ class Children(object):
                     proc.kill()
 
 
-def run_quiet(cmd, what):
+def run_quiet(cmd, what, threads):
     """Run a short command; its output is shown only when it fails."""
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=child_env())
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          env=child_env(threads))
     if proc.returncode != 0:
         lines = (proc.stderr.strip() or proc.stdout.strip() or '').splitlines()
         raise DemoError('%s failed: %s' % (what, lines[-1] if lines
@@ -130,15 +142,13 @@ def make_data(args, data_dir):
     proc = run_quiet([sys.executable, os.path.join(ROOT, 'demo', 'toy_corpus.py'), 'generate',
                       '--out', data_dir, '--train', str(args.train), '--dev', str(args.dev),
                       '--test', str(args.test), '--seed', str(args.data_seed)],
-                     'generating the toy corpus')
+                     'generating the toy corpus', args.threads)
     log(proc.stdout.strip())
     run_quiet([sys.executable, os.path.join(ROOT, 'build_dictionary.py'),
                os.path.join(data_dir, 'train.src'), os.path.join(data_dir, 'train.trg')],
-              'building the dictionaries')
-    sizes = []
-    for side in ('src', 'trg'):
-        with open(os.path.join(data_dir, 'train.%s.json' % side), encoding='utf-8') as f:
-            sizes.append(len(json.load(f)))
+              'building the dictionaries', args.threads)
+    sizes = [len(load_json(os.path.join(data_dir, 'train.%s.json' % side)))
+             for side in ('src', 'trg')]
     dev = read_lines(os.path.join(data_dir, 'dev.trg'))
     tokens = sum(len(line.split()) + 1 for line in dev) / len(dev)  # words and <eos>
     log('dictionaries: %d source words, %d target words (with eos and UNK); '
@@ -175,9 +185,11 @@ def train_command(args, run, data):
 
 
 class Training(object):
-    """Follows one nmt.py run line by line: progress, validations, the
-    stopping rule; ends it (SIGTERM) at the checkpoint after it has converged
-    or its time is spent."""
+    """Follows one nmt.py run through its training log (MODEL.log.jsonl,
+    training_log.py): progress, validations, the stopping rule.  Once the
+    run has converged it asks it to stop (the stop file, stop_requests.py);
+    nmt.py ends it after the update in progress, at --finish_after (the
+    update budget) otherwise."""
 
     def __init__(self, args, run, data, proc):
         self.args, self.run, self.proc = args, run, proc
@@ -185,104 +197,87 @@ class Training(object):
         self.rule = ConvergenceRule(args.target_cost, args.plateau_window,
                                     args.plateau_gain)
         self.prefix = '[%s] ' % run['name']
-        self.t_launch, self.t_start = time.time(), None
-        self.updates = self.ckpt_update = 0
+        self.reader = LogReader(log_path(run['model']))
+        self.t_launch = time.time()
+        self.t_start = self.t_end = None
+        self.updates = self.decided_at = 0
         self.rate = None
         self.history = []          # (update, validation cost per token)
         self.status = self.reason = None
-        self.stopping = self.ended = False
-        self.tail = []
 
-    def elapsed(self):
-        return time.time() - self.t_start if self.t_start else 0.0
+    def follow(self, poll_seconds=0.5):
+        """Read the log until the process ends; its exit status."""
+        while True:
+            rc = self.proc.poll()
+            for event in self.reader.new_events():
+                self.on_event(event)
+            if rc is not None:
+                return rc
+            time.sleep(poll_seconds)
 
-    def budget_left(self):
-        return self.args.minutes * 60.0 - self.elapsed()
-
-    def follow(self):
-        for raw in self.proc.stdout:
-            line = raw.rstrip('\n')
-            if line.strip():
-                self.tail = (self.tail + [line])[-20:]
-                self.on_line(line)
-        return self.proc.wait()
-
-    def on_line(self, line):
-        if line.startswith('Optimization') and self.t_start is None:
-            self.t_start = time.time()
+    def on_event(self, event):
+        kind = event['event']
+        if kind == 'start':
+            self.t_start = event['time']
             log(self.prefix + 'compiled and set up in %s; training'
                 % fmt_time(self.t_start - self.t_launch))
-            return
-        m = PROGRESS_RE.match(line)
-        if m:
-            self.updates, self.rate = int(m.group(2)), float(m.group(4))
-            log(self.prefix + 'update %5d  cost %7.3f  %s upd/s  %s of budget left'
-                % (self.updates, float(m.group(3)), m.group(4), fmt_time(self.budget_left())))
-            return
-        if END_RE.match(line):
-            self.ended = True
-        m = VALID_RE.match(line)
-        if m:
-            if not self.ended:
-                self.on_validation(float(m.group(1)))
-            return
-        m = SAVE_RE.match(line)
-        if m:
-            self.ckpt_update = int(m.group(1))
-            self.on_checkpoint()
-            return
-        if not line.startswith(('Loading data', 'Building', 'Compiled in', 'Seen ')):
-            log(self.prefix + line)
+        elif kind == 'update':
+            self.updates, self.rate = event['uidx'], event['updates_per_second']
+            log(self.prefix + 'update %5d  cost %7.3f  %.2f upd/s  %d of %d updates'
+                % (self.updates, event['cost'], self.rate, self.updates,
+                   self.args.max_updates))
+        elif kind == 'validation':
+            self.on_validation(event['uidx'], event['cost'])
+        elif kind in ('stop', 'end'):
+            self.t_end = event['time']
 
-    def on_validation(self, cost):
-        update = (len(self.history) + 1) * self.args.valid_every
+    def on_validation(self, update, cost):
+        if self.status is not None:
+            return
         per_token = cost / self.tokens
         self.history.append((update, round(per_token, 6)))
         reason = self.rule.add(per_token)
         log(self.prefix + 'validation at update %d: %.4f nats/token (converged below %g)'
             % (update, per_token, self.args.target_cost))
-        if reason and self.status is None:
-            self.status, self.reason = 'converged', reason
+        if reason:
+            self.status, self.reason, self.decided_at = 'converged', reason, update
             log(self.prefix + 'converged: ' + reason)
-
-    def on_checkpoint(self):
-        if self.status is None and self.budget_left() <= 0:
-            self.status = 'out of budget'
-            self.reason = 'not converged after %s of training' % fmt_time(self.elapsed())
-            log(self.prefix + self.reason)
-        if self.status is not None and not self.stopping:
-            self.stopping = True
-            # the checkpoint is on disk ('... Done'): end the run there.  Not
-            # SIGINT: a job started in the background inherits it ignored.
-            self.proc.send_signal(signal.SIGTERM)
+            with open(stop_path(self.run['model']), 'w'):
+                pass
 
     def result(self, rc):
-        if rc != 0 and not (self.stopping and rc in (130, -signal.SIGTERM)):
-            raise DemoError('training %s failed: %s' % (self.run['name'],
-                                                        last_error(self.tail, rc)))
+        if rc != 0:
+            raise DemoError('training %s failed: %s' % (
+                self.run['name'], last_error(read_lines(self.run['output'], allow_empty=True),
+                                             rc)))
         if not os.path.exists(self.run['model']):
             raise DemoError('training %s wrote no model file' % self.run['name'])
         if self.status is None:   # nmt.py ended by itself: --finish_after
             self.status = 'out of budget'
-            self.reason = 'not converged after %d updates' % self.ckpt_update
+            self.reason = 'not converged after %d updates' % self.updates
+            self.decided_at = self.updates
         best = min(c for _, c in self.history) if self.history else None
+        t_start = self.t_start or time.time()
         return {'status': self.status, 'status_reason': self.reason,
-                'updates': self.ckpt_update, 'train_seconds': round(self.elapsed(), 1),
-                'setup_seconds': round((self.t_start or time.time()) - self.t_launch, 1),
+                'updates': self.decided_at,
+                'train_seconds': round((self.t_end or time.time()) - t_start, 1),
+                'setup_seconds': round(t_start - self.t_launch, 1),
                 'updates_per_second': self.rate, 'valid_history': self.history,
                 'best_valid_cost': best}
 
 
 def train(args, run, data, children):
-    for suffix in ('', '.json', '.pkl', '.resume.npz'):  # always start afresh
-        if os.path.exists(run['model'] + suffix):
-            os.remove(run['model'] + suffix)
-    proc = children.start(train_command(args, run, data), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, bufsize=1)
+    # always start afresh
+    for path in (run['model'], run['model'] + '.json', run['model'] + '.pkl',
+                 resume_path(run['model']), log_path(run['model']), stop_path(run['model'])):
+        if os.path.exists(path):
+            os.remove(path)
+    with open(run['output'], 'w') as output:   # what nmt.py prints, for its errors
+        proc = children.start(train_command(args, run, data), stdout=output,
+                              stderr=subprocess.STDOUT)
     training = Training(args, run, data, proc)
-    rc = training.follow()
-    info = training.result(rc)
-    log('[%s] %s (%s): model of update %d, %s of training'
+    info = training.result(training.follow())
+    log('[%s] %s (%s): the model of its best validation, %d updates, %s of training'
         % (run['name'], info['status'], info['status_reason'], info['updates'],
            fmt_time(info['train_seconds'])))
     return info
@@ -346,9 +341,10 @@ def run_models(args, data):
         label, flags = variant_flags(name)
         base = os.path.join(args.out, name)
         runs.append({'name': name, 'label': label, 'flags': flags, 'model': base + '.npz',
-                     'hypotheses': base + '.test.trg', 'alignments': base + '.test.jsonl'})
+                     'output': base + '.train.out', 'hypotheses': base + '.test.trg',
+                     'alignments': base + '.test.jsonl'})
         log('[%s] %s: nmt.py %s' % (name, label, ' '.join(flags)))
-    children = Children()
+    children = Children(args.threads)
     with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
         futures = [pool.submit(model_pipeline, args, r, data, children) for r in runs]
         try:
@@ -370,7 +366,7 @@ def attention_figure(args, runs, index, png):
     run_quiet([sys.executable, os.path.join(ROOT, 'analysis', 'analyze.py'), 'matrix']
               + [r['alignments'] for r in runs]
               + ['--labels', labels, '--source', os.path.join(args.data_dir, 'test.src'),
-                 '-i', str(index), '--png', png], 'drawing the attention figure')
+                 '-i', str(index), '--png', png], 'drawing the attention figure', args.threads)
 
 
 def load_average():
@@ -382,17 +378,8 @@ def load_average():
 def settings(args):
     keys = ('train', 'dev', 'test', 'data_seed', 'seed', 'dim_word', 'dim', 'batch_size',
             'optimizer', 'lrate', 'clip_c', 'valid_every', 'target_cost', 'plateau_window',
-            'plateau_gain', 'max_updates', 'minutes', 'beam')
+            'plateau_gain', 'max_updates', 'threads', 'beam')
     return {k: getattr(args, k) for k in keys}
-
-
-def write_json(path, obj):
-    try:
-        with open(path, 'w', encoding='utf-8') as f:
-            json.dump(obj, f, indent=2)
-            f.write('\n')
-    except OSError as e:
-        raise DemoError('cannot write %s: %s' % (path, e.strerror or e))
 
 
 def run(args):
@@ -401,17 +388,14 @@ def run(args):
     load0 = load_average()
     args.out = os.path.abspath(args.out)
     args.data_dir = os.path.join(args.out, 'data')
-    try:
-        os.makedirs(args.data_dir, exist_ok=True)
-    except OSError as e:
-        raise DemoError('cannot create %s: %s' % (args.data_dir, e.strerror or e))
+    os.makedirs(args.data_dir, exist_ok=True)
     data = make_data(args, args.data_dir)
     log('')
     log('== 2-3. training the models side by side (converged: validation cost below %g '
-        'nats/token, or no %g%% gain in %d validations; budget: %d updates or %s), '
-        'then translating the test set'
+        'nats/token, or no %g%% gain in %d validations; budget: %d updates; %d '
+        'BLAS/OpenMP thread(s) per process), then translating the test set'
         % (args.target_cost, 100 * args.plateau_gain, args.plateau_window,
-           args.max_updates, fmt_time(args.minutes * 60)))
+           args.max_updates, args.threads))
     runs = run_models(args, data)
 
     d = lambda f: os.path.join(args.data_dir, f)  # noqa: E731
@@ -426,7 +410,7 @@ def run(args):
     report.plot_results(runs, args.target_cost, files['chart'])
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     results = {
-        'settings': settings(args), 'theano_flags': child_env()['THEANO_FLAGS'],
+        'settings': settings(args), 'theano_flags': child_env(args.threads)['THEANO_FLAGS'],
         'data': data,
         'reference_agreement': toy_corpus.agreement_stats(src, ref),
         'reference_agreement_by_distance': toy_corpus.agreement_by_distance(src, ref, ref),
@@ -439,7 +423,7 @@ def run(args):
                                       - cpu0.ru_utime - cpu0.ru_stime, 1),
         'files': files,
     }
-    write_json(files['results'], results)
+    write_json(files['results'], results, indent=2)
     log('')
     report.print_report(results, log)
     log('')
@@ -463,7 +447,7 @@ def run_seeds(args):
         log('')
     summary = report.seed_summary(all_results)
     table = report.seed_table(summary)
-    write_json(os.path.join(out, 'seeds.json'), summary)
+    write_json(os.path.join(out, 'seeds.json'), summary, indent=2)
     log('== %d runs (seeds %s): mean and standard deviation'
         % (len(args.seeds), ', '.join(map(str, args.seeds))))
     log(table)
@@ -472,7 +456,7 @@ def run_seeds(args):
 
 # ---------------------------------------------------------------- main
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--out', default='demo_output', help='output folder (default demo_output/)')
     p.add_argument('--seeds', help='comma-separated seeds: one run each (data and '
                    'training seed), into OUT/seed-N, then mean and spread of each figure')
@@ -489,10 +473,11 @@ def parse_args(argv):
     g.add_argument('--plateau_gain', type=float, default=0.02,
                    help='relative gain (default %(default)s)')
     g.add_argument('--max_updates', type=int, default=4000,
-                   help='out of budget after this many updates (default %(default)s)')
-    g.add_argument('--minutes', type=float, default=20.0,
-                   help='... or this many minutes of training per model, compilation not '
-                        'counted (default %(default)s)')
+                   help='out of budget after this many updates, whatever the machine\'s '
+                        'speed (default %(default)s)')
+    g.add_argument('--threads', type=int, default=DEFAULT_THREADS,
+                   help='BLAS and OpenMP threads of each process (default %(default)s; '
+                        'OPENBLAS_NUM_THREADS and OMP_NUM_THREADS win)')
     g.add_argument('--valid_every', type=int, default=100,
                    help='validation and checkpoint frequency, updates (default %(default)s)')
     g = p.add_argument_group('corpus and model (defaults are what the demo was tuned with)')
@@ -533,11 +518,9 @@ def check_args(p, args):
         if not args.seeds or len(set(args.seeds)) != len(args.seeds):
             p.error('--seeds: distinct integers')
     for key in ('train', 'dev', 'test', 'dim_word', 'dim', 'batch_size', 'valid_every',
-                'disp_every', 'max_updates', 'beam', 'plateau_window'):
+                'disp_every', 'max_updates', 'beam', 'plateau_window', 'threads'):
         if getattr(args, key) < 1:
             p.error('--%s must be at least 1' % key)
-    if not args.minutes > 0:
-        p.error('--minutes must be positive')
     if not args.target_cost > 0:
         p.error('--target_cost must be positive')
     if not 0 <= args.plateau_gain < 1:
@@ -549,19 +532,8 @@ def check_args(p, args):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        run_seeds(args) if args.seeds else run(args)
-    except DemoError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('error: interrupted', file=sys.stderr)
-        return 130
-    except Exception as e:  # anything unforeseen still ends with one line
-        print('error: %s: %s' % (type(e).__name__, e), file=sys.stderr)
-        return 1
-    return 0
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: run_seeds(args) if args.seeds else run(args))
 
 
 if __name__ == '__main__':

@@ -108,10 +108,8 @@ def print_report(results, log):
 # ---------------------------------------------------------------- chart
 def plot_results(runs, target_cost, path):
     """Validation curves, BLEU, and agreement accuracy by distance."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9))
+    from analysis import plots
+    fig, axes = plots.plt.subplots(1, 3, figsize=(14, 3.9))
     ax = axes[0]
     for r, color in zip(runs, COLORS):
         if r['valid_history']:
@@ -145,8 +143,7 @@ def plot_results(runs, target_cost, path):
     ax.set_title('agreement accuracy (%) by subject-verb distance', fontsize=10)
     ax.legend(fontsize=7, loc='lower left')
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plots.save(fig, path, dpi=100)
 
 
 # ---------------------------------------------------------------- seeds

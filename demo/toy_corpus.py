@@ -30,7 +30,6 @@ CLI::
     python demo/toy_corpus.py agreement --src test.src --hyp hyp.trg [--ref test.trg] [--json]
     python demo/toy_corpus.py parse --trg hyp.trg > hyp.parses     # for analysis/analyze.py parseval
 """
-import argparse
 import json
 import os
 import random
@@ -39,6 +38,8 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import cli
+from model_io import write_text
 from text_io import InputError, read_lines
 
 # source noun -> (target noun, class); 8 nouns per class, class not visible in form
@@ -145,7 +146,8 @@ def generate_corpus(sizes, seed=1):
         while len(pairs) < count:
             tries += 1
             if tries > 50 * count + 1000:
-                raise RuntimeError("could not draw enough distinct sentences")
+                raise InputError("cannot draw %d distinct %s sentences: ask for fewer"
+                                 % (count, name))
             src, trg = generate_pair(rng)
             if src not in seen:
                 seen.add(src)
@@ -323,29 +325,31 @@ def parse_target(line):
 
 # ---------------------------------------------------------------- CLI
 def _cmd_generate(args):
-    for name in ("train", "dev", "test"):
-        if getattr(args, name) < 0:
-            raise ValueError("--%s must be >= 0" % name)
     splits = generate_corpus([("test", args.test), ("dev", args.dev),
                               ("train", args.train)], seed=args.seed)
     os.makedirs(args.out, exist_ok=True)
     for name, pairs in splits.items():
         for side, idx in (("src", 0), ("trg", 1)):
-            with open(os.path.join(args.out, "%s.%s" % (name, side)), "w",
-                      encoding="utf-8") as f:
-                f.writelines(p[idx] + "\n" for p in pairs)
+            write_text(os.path.join(args.out, "%s.%s" % (name, side)),
+                       "".join(p[idx] + "\n" for p in pairs))
     print("wrote %s: train %d, dev %d, test %d pairs (seed %d)"
           % (args.out, args.train, args.dev, args.test, args.seed))
 
 
+def _read_parallel(src_path, path):
+    """The lines of ``path``; InputError unless it has as many as ``src_path``."""
+    src, lines = read_lines(src_path, allow_empty=True), read_lines(path, allow_empty=True)
+    if len(lines) != len(src):
+        raise InputError("%s has %d lines but %s has %d: the files must be aligned"
+                         % (path, len(lines), src_path, len(src)))
+    return lines
+
+
 def _cmd_agreement(args):
-    src, hyp = read_lines(args.src, allow_empty=True), read_lines(args.hyp, allow_empty=True)
+    src, hyp = read_lines(args.src, allow_empty=True), _read_parallel(args.src, args.hyp)
     stats = agreement_stats(src, hyp)
     if args.ref:
-        ref = read_lines(args.ref, allow_empty=True)
-        if len(ref) != len(src):
-            raise ValueError("line count mismatch: %d source vs %d reference lines"
-                             % (len(src), len(ref)))
+        ref = _read_parallel(args.src, args.ref)
         stats["ref_accuracy"] = agreement_stats(src, ref)["accuracy"]
         stats["exact_match"] = (sum(h.split() == r.split() for h, r in zip(hyp, ref))
                                 / len(src) if src else 0.0)
@@ -369,8 +373,8 @@ def _cmd_parse(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = cli.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=cli.ArgumentParser)
     g = sub.add_parser("generate", help="write train/dev/test .src/.trg files")
     g.add_argument("--out", required=True)
     g.add_argument("--train", type=int, default=20000)
@@ -385,14 +389,11 @@ def main(argv=None):
     r = sub.add_parser("parse", help="Penn Treebank parses of target sentences")
     r.add_argument("--trg", required=True, help="reference or hypothesis file")
     args = ap.parse_args(argv)
+    for name in ("train", "dev", "test"):
+        if getattr(args, name, 0) < 0:
+            ap.error("--%s must be >= 0" % name)
     commands = {"generate": _cmd_generate, "agreement": _cmd_agreement, "parse": _cmd_parse}
-    try:
-        commands[args.cmd](args)
-    except (OSError, ValueError, RuntimeError, InputError) as e:
-        msg = "%s: %s" % (e.strerror, e.filename) if isinstance(e, OSError) and e.strerror else e
-        print("error: %s" % msg, file=sys.stderr)
-        return 1
-    return 0
+    return cli.run(lambda: commands[args.cmd](args))
 
 
 if __name__ == "__main__":

@@ -34,9 +34,7 @@
 A missing file, text that is not UTF-8, or a system whose line count differs
 from the reference's prints one ``error: ...`` line and exits with status 1.
 """
-import argparse
 import contextlib
-import json
 import math
 import os
 import sys
@@ -47,7 +45,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import bleu
-from model_io import atomic_write
+import cli
+from model_io import write_json
 from progress import ProgressLine
 from text_io import InputError, read_lines
 
@@ -230,7 +229,7 @@ def describe(args):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         description='BLEU with significance tests; the first SYSTEM is the baseline. '
         'A system is "significantly better" when its BLEU is higher and p < %g.' % ALPHA)
     p.add_argument('--ref', required=True, help='reference translation, one line a sentence')
@@ -250,42 +249,34 @@ def parse_args(argv):
     p.add_argument('--markdown', action='store_true')
     p.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     p.add_argument('systems', nargs='+', metavar='SYSTEM')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.bootstrap < 0:
+        p.error('--bootstrap must be >= 0')
+    if args.seed < 1:
+        p.error('--seed must be >= 1 (sacrebleu does not seed its bootstrap with 0)')
+    return args
 
 
 def _write_json(path, args, results):
-    data = {'reference': args.ref, 'tokenized': args.tokenized, 'lang': args.lang,
-            'lowercase': args.lowercase, 'bootstrap': args.bootstrap,
-            'seed': args.seed, 'results': results}
-    atomic_write(path, lambda f: f.write(json.dumps(data, indent=2) + '\n'), mode='w')
+    write_json(path, {'reference': args.ref, 'tokenized': args.tokenized,
+                      'lang': args.lang, 'lowercase': args.lowercase,
+                      'bootstrap': args.bootstrap, 'seed': args.seed, 'results': results},
+               indent=2)
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.bootstrap < 0:
-        print('error: --bootstrap must be >= 0', file=sys.stderr)
-        return 1
-    if args.seed < 1:
-        print('error: --seed must be >= 1 (sacrebleu does not seed its bootstrap '
-              'with 0)', file=sys.stderr)
-        return 1
-    try:
-        results = evaluate(args.ref, args.systems, args.tokenized, args.lang,
-                           args.lowercase, args.bootstrap, args.seed, _progress_line())
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
+def evaluate_and_report(args):
+    results = evaluate(args.ref, args.systems, args.tokenized, args.lang,
+                       args.lowercase, args.bootstrap, args.seed, _progress_line())
     if args.json:
-        try:
-            _write_json(args.json, args, results)
-        except OSError as e:
-            print('error: %s: cannot write: %s' % (args.json, e.strerror or e),
-                  file=sys.stderr)
-            return 1
+        _write_json(args.json, args, results)
     print(describe(args))
     print()
     print(format_table(results, args.markdown))
-    return 0
+
+
+def main(argv=None):
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: evaluate_and_report(args))
 
 
 if __name__ == '__main__':

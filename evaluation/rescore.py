@@ -22,27 +22,12 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 import theano_env  # noqa: F401  (must come before theano)
 
-import argparse
-
-from model_io import load_dictionary, write_text
+import cli
+import layers
+from model_io import write_text
 from nbest import format_score, read_nbest
-from score import build_scorer, pair_ids, score_pairs
-from text_io import InputError, read_lines
-
-
-def load_scoring_model(path, dictionaries, inference):
-    """(options, parameters, word dictionaries) of one model."""
-    import nmt
-    options, params = nmt.load_model(path)
-    if inference == 'authors':
-        try:
-            nmt.check_options(dict(options, inference='authors'))
-        except InputError as e:
-            raise InputError('%s: %s' % (path, e))
-    dict_paths = dictionaries or options.get('dictionaries')
-    if not dict_paths:
-        raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG' % path)
-    return options, params, [load_dictionary(d) for d in dict_paths]
+from score import build_scorer, load_scoring_model, pair_ids, score_pairs
+from text_io import read_lines
 
 
 def model_costs(path, args, source_lines, entries):
@@ -52,14 +37,14 @@ def model_costs(path, args, source_lines, entries):
     pairs = pair_ids([source_lines[index] for index, _, _, _ in entries],
                      [hyp for _, hyp, _, _ in entries], args.source, args.input,
                      word_dicts, options)
-    costs = score_pairs(build_scorer(options, params, args.inference), pairs, args.batch)
+    costs = score_pairs(build_scorer(options, params), pairs, args.batch)
     if args.n:
         costs = costs / [len(trg) + 1 for _, trg in pairs]
     return costs
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description='Rescore an n-best list with NMT models.')
+    p = cli.ArgumentParser(description='Rescore an n-best list with NMT models.')
     p.add_argument('-m', '--models', nargs='+', required=True, metavar='MODEL',
                    help='one cost per model, in this order')
     p.add_argument('-s', '--source', required=True,
@@ -73,7 +58,8 @@ def parse_args(argv):
                    help='default: those named in each model\'s options')
     p.add_argument('-n', action='store_true',
                    help='divide each cost by the hypothesis length (tokens + eos)')
-    p.add_argument('--inference', choices=('training', 'authors'), default='training',
+    p.add_argument('--inference', choices=layers.INFERENCES,
+                   default=layers.TRAINING_INFERENCE,
                    help='as score.py: the training graph\'s cost (default), or forced '
                         'decoding through the authors\' sampler (REFERENCE.md 5b)')
     args = p.parse_args(argv)
@@ -82,19 +68,19 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        source_lines = read_lines(args.source, what='source sentences')
-        entries = read_nbest(args.input, len(source_lines))
-        columns = [model_costs(path, args, source_lines, entries) for path in args.models]
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
+def rescore(args):
+    """Write args.input with each model's cost appended to every entry."""
+    source_lines = read_lines(args.source, what='source sentences')
+    entries = read_nbest(args.input, len(source_lines))
+    columns = [model_costs(path, args, source_lines, entries) for path in args.models]
     text = ''.join('%s %s\n' % (line.rstrip(), ' '.join(format_score(c[i]) for c in columns))
                    for i, (_, _, _, line) in enumerate(entries))
     write_text(args.output, text)
-    return 0
+
+
+def main(argv=None):
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: rescore(args))
 
 
 if __name__ == '__main__':

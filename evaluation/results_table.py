@@ -27,9 +27,7 @@ of the runs of one pair (``--params-pair``, default the first pair with a
 count), and BLEU per pair.  Markdown goes to stdout; ``--plot`` also saves a
 bar chart of BLEU per decoder per pair (PNG, matplotlib Agg).
 """
-import argparse
 import glob
-import json
 import math
 import os
 import re
@@ -39,6 +37,8 @@ from collections import OrderedDict
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import cli
+from model_io import load_json
 from text_io import InputError
 
 PAIR_ORDER = ['en-zh', 'es-en', 'en-de']
@@ -53,16 +53,6 @@ def decoder_labels():
 
 
 NON_PARAMS = {'history_errs', 'uidx'}
-
-
-def _load_json(path):
-    try:
-        with open(path, encoding='utf-8') as f:
-            return json.load(f)
-    except OSError as e:
-        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
-    except ValueError as e:
-        raise InputError('%s: not valid JSON (%s)' % (path, e))
 
 
 def count_params(run_dir):
@@ -99,7 +89,7 @@ def find_runs(paths):
 
 
 def read_run(run_dir, detok=False):
-    info = _load_json(os.path.join(run_dir, 'bleu.json'))
+    info = load_json(os.path.join(run_dir, 'bleu.json'))
     parts = os.path.normpath(os.path.abspath(run_dir)).split(os.sep)
     decoder = info.get('decoder') or parts[-1]
     pair = info.get('pair') or parts[-2]
@@ -126,7 +116,7 @@ def read_evaluate_json(spec):
     if '=' not in spec:
         raise InputError('--evaluate-json wants PAIR=FILE, not %r' % spec)
     pair, path = spec.split('=', 1)
-    data = _load_json(path)
+    data = load_json(path)
     rows = []
     for res in data.get('results', []):
         decoder = decoder_from_name(res['system'])
@@ -184,12 +174,10 @@ def markdown(header, table):
 
 
 def plot(path, pairs, decoders, by_key, title):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from analysis import plots
     labels = decoder_labels()
     width = 0.8 / max(len(decoders), 1)
-    fig, ax = plt.subplots(figsize=(4.2 + 2.0 * len(pairs), 4.0))
+    fig, ax = plots.plt.subplots(figsize=(4.2 + 2.0 * len(pairs), 4.0))
     for i, d in enumerate(decoders):
         xs, ys = [], []
         for j, p in enumerate(pairs):
@@ -210,12 +198,11 @@ def plot(path, pairs, decoders, by_key, title):
         ax.set_ylim(max(0.0, min(all_bleu) - 3.0), max(all_bleu) + 1.5)
     ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path, dpi=120)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description='Table 1-style results from finished runs.')
+    p = cli.ArgumentParser(description='Table 1-style results from finished runs.')
     p.add_argument('runs', nargs='*', metavar='RUN_DIR')
     p.add_argument('--evaluate-json', action='append', default=[], metavar='PAIR=FILE',
                    help='BLEU scores from evaluation/evaluate.py --json')
@@ -223,24 +210,23 @@ def main(argv=None):
                    help='use detokenised BLEU (detok_bleu) instead of tokenised')
     p.add_argument('--params-pair', help='pair whose parameter counts are shown')
     p.add_argument('--plot', metavar='FILE', help='save a BLEU bar chart (PNG)')
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(cli.arguments(argv))
     if not args.runs and not args.evaluate_json:
         p.error('give RUN_DIRs and/or --evaluate-json')
-    try:
-        rows = [read_run(r, args.detok) for r in find_runs(args.runs)]
-        for spec in args.evaluate_json:
-            rows += read_evaluate_json(spec)
-        header, table, pairs, decoders, by_key = build_table(rows, args.params_pair)
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
+    return cli.run(lambda: print_table(args))
+
+
+def print_table(args):
+    rows = [read_run(r, args.detok) for r in find_runs(args.runs)]
+    for spec in args.evaluate_json:
+        rows += read_evaluate_json(spec)
+    header, table, pairs, decoders, by_key = build_table(rows, args.params_pair)
     print(markdown(header, table))
     if args.plot:
         plot(args.plot, pairs, decoders, by_key,
              'BLEU (%s)' % ('sacreBLEU, detokenised' if args.detok
                             else 'tokenised, multi-bleu'))
         print('plot: %s' % args.plot, file=sys.stderr)
-    return 0
 
 
 if __name__ == '__main__':

@@ -35,6 +35,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 import theano_env  # noqa: E402,F401  (must come before theano)
 
 import argparse  # noqa: E402
+import cli  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -279,7 +280,7 @@ def print_table(rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description='GPU check: GPU against CPU, graph by graph.')
+    p = cli.ArgumentParser(description='GPU check: GPU against CPU, graph by graph.')
     p.add_argument('--seed', type=int, default=None, help='default: from the clock')
     p.add_argument('--tolerance', type=float, default=1e-4,
                    help='largest relative difference accepted (default %(default)g)')
@@ -287,12 +288,15 @@ def main(argv=None):
     args = p.parse_args(argv)
     seed = int(time.time()) % 100000 if args.seed is None else args.seed
     if args.cpu_reference:
-        cpu_reference(args.cpu_reference, seed)
-        return 0
+        return cli.run(lambda: cpu_reference(args.cpu_reference, seed))
+    return cli.run(lambda: check(args, seed))
+
+
+def check(args, seed):
+    """Every case on the GPU against the CPU reference process's numbers."""
     if not theano.config.device.startswith('cuda'):
-        print('error: the GPU check needs device=cuda, THEANO_FLAGS has device=%s'
-              % theano.config.device, file=sys.stderr)
-        return 1
+        raise cli.CommandError('the GPU check needs device=cuda, THEANO_FLAGS has device=%s'
+                               % theano.config.device)
     print(device_line())
     print('seed %d, tolerance %g (MRG random streams: exact)' % (seed, args.tolerance))
     sys.stdout.flush()
@@ -304,16 +308,17 @@ def main(argv=None):
             gpu_outs, fn, compile_sec = run_case(name, build, seed)
             rows.append((name, build, gpu_outs, fn, compile_sec))
         if child.wait() != 0:
-            print('error: the CPU reference process failed (exit %d)' % child.returncode,
-                  file=sys.stderr)
-            return 1
+            raise cli.CommandError('the CPU reference process failed (exit %d)'
+                                   % child.returncode)
         reference = dict(numpy.load(path))
     table = compare(rows, reference, args.tolerance)
     print_table(table)
     failed = [r['case'] for r in table if not r['ok']]
     print('GPU check: %s' % ('passed (%d cases)' % len(table) if not failed
                              else 'FAILED: %s' % ', '.join(failed)))
-    return 1 if failed else 0
+    if failed:
+        raise cli.CommandError('the GPU differs from the CPU beyond the tolerance in %s'
+                               % ', '.join(failed))
 
 
 if __name__ == '__main__':

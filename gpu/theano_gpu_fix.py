@@ -27,6 +27,11 @@ import os
 import re
 import sys
 
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from model_io import write_text  # noqa: E402
+
 # (file under the theano package, old text, new text)
 CALL_SITES = [
     ('link/c/interface.py', '    def __hide(*args):', '    def __hide(*args, **kwargs):'),
@@ -84,8 +89,7 @@ def main(argv=None):
         if fixed != text:
             pending.append(name)
             if not args.check:
-                with open(path, 'w', encoding='utf-8') as f:
-                    f.write(fixed)
+                write_text(path, fixed)
     verb = 'needs repair' if args.check else 'repaired'
     print('theano_gpu_fix: %s: %s' % (verb, ', '.join(pending)) if pending
           else 'theano_gpu_fix: %s is already repaired' % folder)

@@ -40,7 +40,6 @@ import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     theano_env.configure(allow_gc=False)   # as nmt.py: faster training steps
 
-import argparse
 import math
 from collections import OrderedDict
 
@@ -49,6 +48,7 @@ import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
+import cli
 import layers
 import nmt
 import vocab
@@ -58,7 +58,8 @@ from model_io import load_dictionary, load_options, load_params, save_dictionary
 from optimizers import OPTIMIZERS
 from progress import ProgressLine
 from text_io import InputError
-from training_loop import Compiled, Prepared, TrainingLoop, reloaded_architecture, run_command
+from training_loop import Compiled, Prepared, TrainingLoop
+from training_options import OptionTable
 
 MODEL_KIND = 'language_model'   # options['model_kind'] of every language_model/lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS
@@ -82,6 +83,9 @@ DEFAULT_OPTIONS = OrderedDict([
 # what a reloaded model keeps from its saved options
 ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
                         'att_scoring', 'tie_embeddings', 'use_dropout', 'dictionary')
+OPTION_CHOICES = {'encoder': tuple(layers.RECURRENT), 'residual': RESIDUALS,
+                  'att_scoring': SCORINGS, 'optimizer': tuple(sorted(OPTIMIZERS))}
+OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS)
 RNN_PREFIX, ATT_PREFIX = 'lm', 'res_att'
 
 
@@ -128,18 +132,9 @@ def config_line(name, options):
 # options
 
 def fill_options(options):
-    full = OrderedDict(DEFAULT_OPTIONS)
-    full.update(options)
+    full = OPTIONS.fill(options)
     full['model_kind'] = MODEL_KIND
     return full
-
-
-def check_options(options):
-    """InputError naming the option whose value does not exist."""
-    for key, choices in OPTION_CHOICES.items():
-        if options[key] not in choices:
-            raise InputError('--%s must be one of %s, not %r'
-                             % (key, ', '.join(choices), options[key]))
 
 
 # --------------------------------------------------------------------------
@@ -203,8 +198,10 @@ def build_model(tparams, options):
     rnn = layers.RECURRENT[options['encoder']]
     states = rnn.apply(tparams, emb, options, prefix=RNN_PREFIX, mask=y_mask)[0]
     dec = _readout_input(tparams, options, emb, states, mask=y_mask)
-    logit = nmt.build_readout(tparams, options, dec, use_noise, trng)
-    cost = nmt.sentence_costs(logit, y, y_mask, options['n_words'])
+    hidden = nmt.build_readout(tparams, options, dec, use_noise, trng, project=False)
+    W, b = nmt.output_layer(tparams, options)
+    logit = tensor.dot(hidden, W) + b      # for the callers that want p (lm_experiment)
+    cost = nmt.sentence_costs(tparams, options, hidden, y, y_mask)
     return trng, use_noise, y, y_mask, dec, logit, cost
 
 
@@ -325,7 +322,7 @@ def load_model(path):
                 else 'a model of another kind (no model_kind in its options)')
         raise InputError('%s: %s, not a language model of language_model/lm.py' % (path, kind))
     options = fill_options(saved)
-    check_options(options)
+    OPTIONS.check_choices(options)
     return options, load_params(path, init_params(options))
 
 
@@ -375,11 +372,7 @@ class LMModel(Compiled):
     """The parameters and compiled functions of a training run."""
 
     def __init__(self, options, model_options, reloading):
-        params = init_params(model_options)
-        if reloading:
-            print('Reloading model parameters')
-            params = load_params(options['saveto'], params)
-        self.tparams = nmt.init_tparams(params)
+        self.init_parameters(init_params(model_options), options, reloading)
         (self.trng, self.use_noise, y, y_mask, _, _,
          cost) = build_model(self.tparams, model_options)
         self.f_log_probs = theano.function([y, y_mask], cost, name='f_log_probs')
@@ -391,15 +384,12 @@ class LMModel(Compiled):
 def training_options(kwargs):
     """(options, model options, reloading), as nmt.training_options; the
     dictionary is built (and saved beside the model) when none is given."""
-    unknown = set(kwargs) - set(DEFAULT_OPTIONS)
-    if unknown:
-        raise InputError('unknown option(s): %s' % ', '.join(sorted(unknown)))
+    OPTIONS.check_known(kwargs)
     options = fill_options(kwargs)
     if not options['dataset']:
         raise InputError('--data is required')
-    check_options(options)
-    model_options, reloading = reloaded_architecture(options, kwargs, fill_options,
-                                                     ARCHITECTURE_OPTIONS)
+    OPTIONS.check_choices(options)
+    model_options, reloading = OPTIONS.reloaded(options, kwargs, fill_options)
     if not reloading and not options['dictionary']:
         model_options['dictionary'] = _build_dictionary(options)
     options['dictionary'] = model_options['dictionary']
@@ -411,7 +401,7 @@ def training_options(kwargs):
               'occur in the data' % (model_options['dictionary'], len(word_dict),
                                      model_options['n_words'], len(word_dict)),
               file=sys.stderr)
-    check_options(model_options)
+    OPTIONS.check_choices(model_options)
     return options, model_options, reloading
 
 
@@ -457,6 +447,9 @@ class LMTrainer(TrainingLoop):
         costs, n_words = corpus_cost(self.model.f_log_probs, self.valid_it)
         return costs.sum() / n_words
 
+    def valid_fields(self, cost):
+        return {'perplexity': math.exp(min(cost, 700.))}
+
     def print_valid(self, cost):
         print('Valid cost %f perplexity %f' % (cost, math.exp(min(cost, 700.))))
 
@@ -474,17 +467,6 @@ def train(**kwargs):
 # --------------------------------------------------------------------------
 # command line
 
-OPTION_CHOICES = {'encoder': tuple(layers.RECURRENT), 'residual': RESIDUALS,
-                  'att_scoring': SCORINGS, 'optimizer': tuple(sorted(OPTIMIZERS))}
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with its errors on one line: 'error: ...', status 2."""
-
-    def error(self, message):
-        self.exit(2, 'error: %s (%s --help lists the options)\n' % (message, self.prog))
-
-
 def _train_parser(sub):
     p = sub.add_parser('train', help='train a language model')
     p.add_argument('--model', dest='saveto', required=True, metavar='MODEL.npz')
@@ -494,28 +476,13 @@ def _train_parser(sub):
                    help='word -> id (.pkl or .json); default: built from --data')
     p.add_argument('--config', choices=tuple(CONFIGS),
                    help='the sizes of a paper setting (options given win)')
-    flags = [('--reload', 'reload_', 'resume from MODEL'),
-             ('--use_dropout', 'use_dropout', 'dropout on the readout'),
-             ('--tie_embeddings', 'tie_embeddings', 'output layer = input embeddings'),
-             ('--overwrite', 'overwrite', 'no MODEL.iterN.npz copies')]
-    for flag, dest, text in flags:
-        p.add_argument(flag, dest=dest, action='store_true', default=argparse.SUPPRESS,
-                       help=text)
-    p.add_argument('--no_shuffle', dest='shuffle_each_epoch', action='store_false',
-                   default=argparse.SUPPRESS, help='read the data in file order')
-    handled = {'saveto', 'dataset', 'valid_dataset', 'dictionary', 'shuffle_each_epoch'}
-    handled.update(dest for _, dest, _ in flags)
-    for key, default in DEFAULT_OPTIONS.items():
-        if key in handled:
-            continue
-        kind = type(default) if default is not None else str
-        p.add_argument('--' + key, type=kind, default=argparse.SUPPRESS,
-                       choices=OPTION_CHOICES.get(key), help='default: %r' % (default,))
+    OPTIONS.add_flags(p, declared=('saveto', 'dataset', 'valid_dataset', 'dictionary'))
 
 
 def parse_args(argv):
-    parser = _Parser(prog='lm.py', description=__doc__.split('\n\n')[0])
-    sub = parser.add_subparsers(dest='command', required=True, parser_class=_Parser)
+    parser = cli.ArgumentParser(prog='lm.py', description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True,
+                                parser_class=cli.ArgumentParser)
     _train_parser(sub)
     e = sub.add_parser('eval', help='perplexity of a text file')
     e.add_argument('--model', required=True)
@@ -568,11 +535,10 @@ def _cmd_configs(args):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args['command'] == 'train':
-        return run_command(lambda: train(**_train_kwargs(args)))
-    commands = {'eval': _cmd_eval, 'sample': _cmd_sample, 'configs': _cmd_configs}
-    return run_command(lambda: commands[args['command']](args))
+    args = parse_args(cli.arguments(argv))
+    commands = {'train': lambda args: train(**_train_kwargs(args)), 'eval': _cmd_eval,
+                'sample': _cmd_sample, 'configs': _cmd_configs}
+    return cli.run(lambda: commands[args['command']](args))
 
 
 if __name__ == '__main__':

@@ -32,9 +32,7 @@ import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     theano_env.configure(allow_gc=False)
 
-import argparse
 import contextlib
-import json
 import time
 from collections import OrderedDict
 
@@ -42,14 +40,14 @@ import numpy
 import theano
 import theano.tensor as tensor
 
+import cli
 from language_model import lm
 from demo import toy_corpus
 import vocab
 from build_dictionary import build_dictionary
 from data_iterator import prepare_monolingual
-from model_io import atomic_write, save_dictionary
-from text_io import InputError, one_line, read_lines
-from training_loop import TrainingError
+from model_io import save_dictionary, write_json, write_text
+from text_io import read_lines
 
 VARIANTS = OrderedDict([
     ('baseline', dict(residual='none')),
@@ -75,7 +73,7 @@ def write_corpus(out, n_train, n_dev, n_test, seed):
     for name, pairs in splits.items():
         paths[name] = os.path.join(out, '%s.txt' % name)
         text = ''.join(trg + '\n' for _, trg in pairs)
-        atomic_write(paths[name], lambda f, text=text: f.write(text), 'w')
+        write_text(paths[name], text)
     return paths
 
 
@@ -213,10 +211,8 @@ def table(results, args):
 def plot(results, args, path):
     """Dev perplexity during training; test perplexity (each seed, a line at
     the mean); agreement (the mean, a dot per seed)."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, (curves, ppl, agree) = plt.subplots(1, 3, figsize=(15, 4.5),
+    from analysis import plots
+    fig, (curves, ppl, agree) = plots.plt.subplots(1, 3, figsize=(15, 4.5),
                                              gridspec_kw={'width_ratios': [2, 1, 1]})
     groups = by_variant(results)
     colours = dict((v, 'C%d' % i) for i, v in enumerate(groups))
@@ -262,11 +258,11 @@ def plot(results, args, path):
         ax.tick_params(axis='x', labelsize=8, labelrotation=15)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100)
+    plots.save(fig, path, dpi=100)
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap = cli.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--out', default='lm_experiment_output')
     ap.add_argument('--plot', default=os.path.join('docs', 'lm_experiment.png'))
     ap.add_argument('--train', type=int, default=20000, help='training sentences')
@@ -284,43 +280,40 @@ def parse_args(argv):
     ap.add_argument('--corpus_seed', type=int, default=1)
     ap.add_argument('--variants', nargs='+', default=list(VARIANTS)[:3],
                     choices=list(VARIANTS))
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if min(args.train, args.dev, args.test, args.updates, args.valid_freq) < 1:
+        ap.error('sizes, --updates and --valid_freq must be positive')
+    return args
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if min(args.train, args.dev, args.test, args.updates, args.valid_freq) < 1:
-        print('error: sizes and --updates must be positive', file=sys.stderr)
-        return 1
-    try:
-        paths = write_corpus(os.path.join(args.out, 'data'), args.train, args.dev,
-                             args.test, args.corpus_seed)
-        word_dict = build_dictionary(paths['train'])
-        paths['dictionary'] = os.path.join(args.out, 'dict.pkl')
-        paths['n_words'] = max(word_dict.values()) + 1
-        save_dictionary(word_dict, paths['dictionary'], os.path.join(args.out, 'dict.json'))
-        results = []
-        for variant in args.variants:
-            for seed in args.seeds:
-                seconds = train_variant(args, variant, seed, paths, args.out)
-                results.append(measure(variant, seed, args.out, paths, seconds))
-                log('%s, seed %d: test perplexity %.3f, agreement %.1f%%, %.0f s' % (
-                    variant, seed, results[-1]['test_perplexity'],
-                    100 * results[-1]['agreement_accuracy'], seconds))
-    except (InputError, TrainingError) as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except OSError as e:
-        print('error: %s' % one_line(e), file=sys.stderr)
-        return 1
-    text = json.dumps({'options': vars(args), 'results': results}, indent=2)
-    atomic_write(os.path.join(args.out, 'results.json'), lambda f: f.write(text + '\n'), 'w')
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: experiment(args))
+
+
+def experiment(args):
+    """Every variant and seed: train, measure; then the table and the plot."""
+    paths = write_corpus(os.path.join(args.out, 'data'), args.train, args.dev,
+                         args.test, args.corpus_seed)
+    word_dict = build_dictionary(paths['train'])
+    paths['dictionary'] = os.path.join(args.out, 'dict.pkl')
+    paths['n_words'] = max(word_dict.values()) + 1
+    save_dictionary(word_dict, paths['dictionary'], os.path.join(args.out, 'dict.json'))
+    results = []
+    for variant in args.variants:
+        for seed in args.seeds:
+            seconds = train_variant(args, variant, seed, paths, args.out)
+            results.append(measure(variant, seed, args.out, paths, seconds))
+            log('%s, seed %d: test perplexity %.3f, agreement %.1f%%, %.0f s' % (
+                variant, seed, results[-1]['test_perplexity'],
+                100 * results[-1]['agreement_accuracy'], seconds))
+    write_json(os.path.join(args.out, 'results.json'),
+               {'options': vars(args), 'results': results}, indent=2)
     md = table(results, args)
-    atomic_write(os.path.join(args.out, 'results.md'), lambda f: f.write(md), 'w')
+    write_text(os.path.join(args.out, 'results.md'), md)
     plot(results, args, args.plot)
     print(md)
     log('wrote %s/results.json, %s/results.md and %s' % (args.out, args.out, args.plot))
-    return 0
 
 
 if __name__ == '__main__':

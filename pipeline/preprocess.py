@@ -53,9 +53,7 @@ Bad input (a missing file, sides of a set with different line counts, text
 that is not UTF-8) prints one ``error: ...`` line naming the file (and line)
 and exits with status 1.
 """
-import argparse
 import io
-import json
 import multiprocessing
 import os
 import re
@@ -68,6 +66,7 @@ from collections import Counter
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import cli
 import model_io
 from text_io import InputError, iter_lines
 
@@ -165,8 +164,7 @@ def learn_bpe(counts, merges, codes_path):
                                 if w))
     out = io.StringIO()
     _learn(vocab, out, merges, is_dict=True)
-    with open(codes_path, 'w', encoding='utf-8') as f:
-        f.write(out.getvalue())
+    model_io.write_text(codes_path, out.getvalue())
 
 
 def undo_bpe(line):
@@ -387,9 +385,7 @@ def _prepare_in(stage, args, paths, counts, langs):
         'truecase_models': {l: 'truecase-model.%s' % l for l in langs if not is_zh(l)},
         'inputs': paths,
     }
-    with open(tmp(CONFIG_NAME), 'w', encoding='utf-8') as f:
-        json.dump(config, f, indent=2, ensure_ascii=False)
-        f.write('\n')
+    model_io.write_json(tmp(CONFIG_NAME), config, indent=2, ensure_ascii=False)
     outputs.append(CONFIG_NAME)
     return outputs
 
@@ -406,11 +402,7 @@ def postprocess_mode(args):
         if not os.path.exists(path):
             raise InputError('%s: no such file (written by pipeline/preprocess.py '
                                   'prepare)' % path)
-        try:
-            with open(path, encoding='utf-8') as f:
-                return json.load(f).get('zh_split', 'whitespace')
-        except (OSError, ValueError) as e:
-            raise InputError('%s: cannot read: %s' % (path, e))
+        return model_io.load_json(path).get('zh_split', 'whitespace')
     return 'whitespace'
 
 
@@ -433,10 +425,11 @@ def postprocess(args):
 # --------------------------------------------------------------------------
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description='Moses-style preprocessing (tokenise, truecase, BPE, '
         'dictionaries) and postprocessing for the NMT experiments.')
-    sub = parser.add_subparsers(dest='command', required=True)
+    sub = parser.add_subparsers(dest='command', required=True,
+                                parser_class=cli.ArgumentParser)
     p = sub.add_parser('prepare', help='raw parallel text -> model input')
     p.add_argument('--src-lang', required=True)
     p.add_argument('--trg-lang', required=True)
@@ -465,20 +458,8 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if args.command == 'prepare':
-            prepare(args)
-        else:
-            postprocess(args)
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    except OSError as e:
-        where = ': %s' % e.filename if e.filename else ''
-        print('error: %s%s' % (e.strerror or e, where), file=sys.stderr)
-        return 1
-    return 0
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: (prepare if args.command == 'prepare' else postprocess)(args))
 
 
 if __name__ == '__main__':

@@ -26,7 +26,6 @@ DATA_DIR holds no prepared data it first writes a toy corpus
 prepares it with pipeline/preprocess.py (100 BPE merges).
 """
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -35,6 +34,8 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import cli
+from model_io import load_json, write_json, write_text
 from text_io import InputError, read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
@@ -87,7 +88,7 @@ def parse_args(argv):
         argv, extra = argv[:cut], argv[cut + 1:]
     else:
         extra = []
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         description='Train one decoder on one language pair with the papers\' '
         'settings, then score the test set.')
     p.add_argument('--src-lang', required=True)
@@ -108,7 +109,10 @@ def parse_args(argv):
     if args.prog:
         p.prog = args.prog
     args.extra = extra
-    decoder_flags(args.decoder)
+    try:
+        decoder_flags(args.decoder)
+    except InputError as e:
+        p.error(str(e))
     args.pair = '%s-%s' % (args.src_lang, args.trg_lang)
     if args.model_dir is None:
         args.model_dir = os.path.join('runs', args.pair, args.decoder)
@@ -137,22 +141,17 @@ class Data(object):
         return [f for f in self.required() if not os.path.exists(f)]
 
     def dictionary_sizes(self):
-        sizes = []
-        for pkl in self.dicts:
-            jpath = pkl[:-len('.pkl')] + '.json'
-            with open(jpath, encoding='utf-8') as f:
-                d = json.load(f)
-            sizes.append(max(int(i) for i in d.values()) + 1)
-        return sizes
+        return [max(int(i) for i in load_json(pkl[:-len('.pkl')] + '.json').values()) + 1
+                for pkl in self.dicts]
+
+    def preprocessing(self):
+        """What pipeline/preprocess.py recorded in preprocess.json ({} without it)."""
+        return load_json(self.config) if os.path.exists(self.config) else {}
 
     def raw_test_ref(self, trg):
         """The raw (detokenised) test reference recorded by pipeline/preprocess.py."""
-        try:
-            with open(self.config, encoding='utf-8') as f:
-                path = json.load(f)['inputs']['test'][trg]
-        except (OSError, ValueError, KeyError):
-            return None
-        return path if os.path.exists(path) else None
+        path = self.preprocessing().get('inputs', {}).get('test', {}).get(trg)
+        return path if path and os.path.exists(path) else None
 
 
 def data_commands(args, data):
@@ -193,7 +192,7 @@ def run(cmd):
     print('+ ' + _q(cmd), file=sys.stderr, flush=True)
     rc = subprocess.call(cmd)
     if rc != 0:
-        raise InputError('command failed with exit status %d: %s' % (rc, _q(cmd)))
+        raise cli.CommandError('command failed with exit status %d: %s' % (rc, _q(cmd)))
 
 
 def make_tiny_data(args, data):
@@ -215,13 +214,7 @@ def final_evaluation(args, data):
     hyps = [undo_bpe(line) for line in read_lines(hyp_bpe, allow_empty=True)]
     tok = bleu.corpus_bleu_tokenized(hyps, read_lines(data.test_ref))
     _write_lines(os.path.join(args.model_dir, 'test.hyp.tok'), hyps)
-    zh_split = 'whitespace'
-    try:
-        with open(data.config, encoding='utf-8') as f:
-            zh_split = json.load(f).get('zh_split', 'whitespace')
-    except (OSError, ValueError):
-        pass
-    post = Postprocessor(args.trg_lang, zh_split)
+    post = Postprocessor(args.trg_lang, data.preprocessing().get('zh_split', 'whitespace'))
     detok = [post(h) for h in hyps]
     _write_lines(os.path.join(args.model_dir, 'test.hyp'), detok)
     result = {'pair': args.pair, 'decoder': args.decoder,
@@ -233,43 +226,38 @@ def final_evaluation(args, data):
     if raw_ref:
         result['detok_bleu'] = bleu.detok_bleu(detok, read_lines(raw_ref), args.trg_lang)
         result['detok_ref'] = raw_ref
-    with open(os.path.join(args.model_dir, 'bleu.json'), 'w', encoding='utf-8') as f:
-        json.dump(result, f, indent=2)
-        f.write('\n')
+    write_json(os.path.join(args.model_dir, 'bleu.json'), result, indent=2)
     print('test BLEU (tokenised): %s' % result['multi_bleu'])
     if 'detok_bleu' in result:
         print('test BLEU (sacreBLEU, detokenised): %.2f' % result['detok_bleu'])
 
 
 def _write_lines(path, lines):
-    with open(path, 'w', encoding='utf-8') as f:
-        f.writelines(l + '\n' for l in lines)
+    write_text(path, ''.join(l + '\n' for l in lines))
 
 
 def main(argv=None):
-    try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
-        data = Data(args.data_dir, args.src_lang, args.trg_lang)
-        need_data = args.tiny and not os.path.exists(data.train[0])
-        if args.dry_run:
-            return dry_run(args, data, need_data)
-        if need_data:
-            make_tiny_data(args, data)
-        missing = data.missing()
-        if missing:
-            raise InputError('%s: no such file (prepare DATA_DIR with pipeline/preprocess.py '
-                              'prepare first)' % missing[0])
-        n_words = data.dictionary_sizes() if args.tiny else [args.vocab, args.vocab]
-        os.makedirs(args.model_dir, exist_ok=True)
-        cmd = nmt_command(args, data, n_words)
-        with open(os.path.join(args.model_dir, 'command.txt'), 'w') as f:
-            f.write(_q(cmd) + '\n')
-        run(cmd)
-        final_evaluation(args, data)
-    except InputError as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
-    return 0
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: train_and_score(args))
+
+
+def train_and_score(args):
+    data = Data(args.data_dir, args.src_lang, args.trg_lang)
+    need_data = args.tiny and not os.path.exists(data.train[0])
+    if args.dry_run:
+        return dry_run(args, data, need_data)
+    if need_data:
+        make_tiny_data(args, data)
+    missing = data.missing()
+    if missing:
+        raise InputError('%s: no such file (prepare DATA_DIR with pipeline/preprocess.py '
+                         'prepare first)' % missing[0])
+    n_words = data.dictionary_sizes() if args.tiny else [args.vocab, args.vocab]
+    os.makedirs(args.model_dir, exist_ok=True)
+    cmd = nmt_command(args, data, n_words)
+    write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
+    run(cmd)
+    final_evaluation(args, data)
 
 
 def dry_run(args, data, need_data):
@@ -294,7 +282,6 @@ def dry_run(args, data, need_data):
           % os.path.join(args.model_dir, 'bleu.json'))
     print(_q(translate_command(args, data,
                                os.path.join(args.model_dir, 'test.hyp.bpe'))))
-    return 0
 
 
 if __name__ == '__main__':

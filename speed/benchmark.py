@@ -54,8 +54,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import theano_env  # noqa: F401  (must come before theano)
+import cli
 
-import argparse
 import contextlib
 import json
 import multiprocessing
@@ -221,8 +221,8 @@ def compile_training(tparams, options, style, mode=None):
     ('project') or as the original code did ('original')."""
     import fast_ops
     import nmt
+    import optimizers
     import theano
-    import theano.tensor as tensor
 
     log('compiling the training function (%s)' % STYLE_TEXT[style])
     if mode is not None:
@@ -230,19 +230,10 @@ def compile_training(tparams, options, style, mode=None):
         theano.config.allow_gc = style == 'original'
     t1, c1 = time.time(), time.process_time()
     with (fast_ops.original_graph() if style == 'original' else contextlib.nullcontext()):
-        trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = nmt.build_model(tparams, options)
-    inps = [x, x_mask, y, y_mask]
-    cost = nmt.regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask)
-    grads = nmt.clip_gradients(tensor.grad(cost, wrt=nmt.itemlist(tparams)),
-                               options['clip_c'])
-    lr = tensor.scalar(name='lr')
-    optimizer = nmt.OPTIMIZERS[options['optimizer']]
-    extra = {}
-    if options['optimizer'] == 'adadelta':
-        extra = {'fused': style == 'project', 'mode': mode}
-    f_grad_shared, f_update = optimizer(lr, tparams, grads, inps, cost,
-                                        state=OrderedDict(), **extra)
-    use_noise.set_value(numpy.float32(1.))
+        graph = nmt.training_graph(tparams, options)
+    f_grad_shared, f_update = optimizers.training_functions(
+        options, tparams, graph.inputs, graph.train_cost, fused=style == 'project', mode=mode)
+    graph.use_noise.set_value(numpy.float32(1.))
     compiled = dict(style=style, f_grad_shared=f_grad_shared, f_update=f_update,
                     lrate=options['lrate'],
                     compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
@@ -280,7 +271,7 @@ class StyleTimer(object):
     def figures(self):
         n = len(self.per_update)
         if not all(numpy.isfinite(self.costs)):
-            raise RuntimeError('non-finite cost during the benchmark: %r' % self.costs)
+            raise cli.CommandError('non-finite cost during the benchmark: %r' % self.costs)
         return OrderedDict([
             ('words_per_sec', round(self.words / self.wall, 2)),
             ('updates_per_sec', round(n / self.wall, 4)),
@@ -586,7 +577,7 @@ def search_profiles(samplers, walls, full_path):
 # command line
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         description='Training / translation speed on synthetic data.')
     p.add_argument('mode', choices=['train', 'translate'])
     p.add_argument('--config', choices=list(CONFIGS), default='tiny')
@@ -707,16 +698,18 @@ def run_all(args, argv):
         ('machine', machine_info()),
     ])
     print(json.dumps(summary))
-    return 0 if all('error' not in r for r in results) else 1
+    failed = [r['decoder'] for r in results if 'error' in r]
+    if failed:
+        raise cli.CommandError('the benchmark of %s failed (its messages are above)'
+                               % ', '.join(failed))
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = cli.arguments(argv)
     args = parse_args(argv)
     if args.decoder == 'all':
-        return run_all(args, argv)
-    print(json.dumps(run_one(args)))
-    return 0
+        return cli.run(lambda: run_all(args, argv))
+    return cli.run(lambda: print(json.dumps(run_one(args))))
 
 
 if __name__ == '__main__':

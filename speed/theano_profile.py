@@ -15,6 +15,8 @@ from collections import OrderedDict
 
 from theano.scan.op import Scan
 
+from model_io import atomic_write
+
 
 def profiled_functions(fn, label=None):
     """[(label, ProfileStats)] of fn and, recursively, of its scans' inner
@@ -104,10 +106,11 @@ def float64_nodes(functions):
 
 def full_summary(functions, path):
     """Theano's own summaries of the functions and their scans, into a file."""
-    with open(path, 'w') as f:
+    def write(f):
         for fn in functions:
             for _, prof in profiled_functions(fn):
                 prof.summary(file=f)
+    atomic_write(path, write, 'w')
 
 
 def silence_exit_summaries():

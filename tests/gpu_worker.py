@@ -12,8 +12,6 @@ strings of ids.  Progress goes to stderr.  Compilation mode: see gpu_mode.
 import os
 import sys
 import time
-from collections import OrderedDict
-
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,19 +53,15 @@ def beam_search(model):
 
 def training_update(model, batch):
     """One update as nmt.train makes it: (training cost, {param: new - old})."""
-    import theano.tensor as tensor
-    nmt, g = model.nmt, model.graph
-    cost = nmt.regularised_cost(model.tparams, model.options, g['cost'], g['opt_ret'],
-                                g['x_mask'], g['y_mask'])
-    grads = nmt.clip_gradients(tensor.grad(cost, wrt=nmt.itemlist(model.tparams)), CLIP_C)
-    f_grad_shared, f_update = nmt.OPTIMIZERS['adadelta'](
-        tensor.scalar('lr'), model.tparams, grads, model.inps, cost,
-        state=OrderedDict(), fused=True)
+    import optimizers
+    graph = model.nmt.training_graph(model.tparams, model.options)
+    f_grad_shared, f_update = optimizers.training_functions(
+        dict(model.options, optimizer='adadelta', clip_c=CLIP_C), model.tparams,
+        graph.inputs, graph.train_cost)
     model.reset()
-    g['use_noise'].set_value(np.float32(1.))
+    graph.use_noise.set_value(np.float32(1.))
     train_cost = f_grad_shared(*batch)
     f_update(np.float32(0.01))
-    g['use_noise'].set_value(np.float32(0.))
     deltas = {'delta/%s' % k: np.asarray(p.get_value()) - model.params[k]
               for k, p in model.tparams.items()}
     return float(train_cost), deltas

@@ -7,42 +7,13 @@ import sys
 import numpy
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = sys.executable
-
-SRC = ['a b c', 'b c d e', 'c a', 'd d a b', 'e a c b d', 'a e']
-TRG = ['x y', 'y z w', 'z x v', 'w w', 'v x y z', 'x v w']
-
-
-def run(args, cwd, check=True):
-    proc = subprocess.run([PY] + args, cwd=cwd, capture_output=True, text=True,
-                          timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
-    return proc
-
-
-def write(path, lines):
-    with open(path, 'w', encoding='utf-8') as f:
-        f.write(''.join(line + '\n' for line in lines))
-
-
-TRAIN_FLAGS = ['--datasets', 'train.src', 'train.trg',
-               '--dictionaries', 'train.src.pkl', 'train.trg.json',
-               '--dim_word', '4', '--dim', '5', '--n_words_src', '7', '--n_words', '7',
-               '--batch_size', '2', '--optimizer', 'adadelta', '--clip_c', '1',
-               '--dispFreq', '1', '--sampleFreq', '1000', '--use_dropout', '--overwrite',
-               '--no_shuffle', '--maxlen', '20']
+from tiny_runs import ROOT, PY, SRC, TRAIN_FLAGS, make_corpus, run
 
 
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory):
     d = tmp_path_factory.mktemp('cli')
-    write(d / 'train.src', SRC * 3)
-    write(d / 'train.trg', TRG * 3)
-    write(d / 'valid.src', SRC[:3])
-    write(d / 'valid.trg', TRG[:3])
-    run([os.path.join(ROOT, 'build_dictionary.py'), 'train.src', 'train.trg'], cwd=d)
+    make_corpus(d)
     # the reference run: 6 updates with validation every 3, saved every 2
     run([os.path.join(ROOT, 'nmt.py'), '--model', 'full.npz', '--finish_after', '6',
          '--saveFreq', '2', '--validFreq', '3', '--valid_datasets', 'valid.src',
@@ -62,6 +33,21 @@ def test_training_writes_model_options_and_history(workdir):
     assert os.path.exists(workdir / 'full.npz.json')
 
 
+def test_training_log_holds_every_step(workdir):
+    """The training log of the reference run: its events in order."""
+    from training_log import read_training_log
+    events = read_training_log(str(workdir / 'full.npz.log.jsonl'))
+    assert [(e['event'], e['uidx']) for e in events] == [
+        ('start', 0), ('update', 1), ('update', 2), ('checkpoint', 2), ('update', 3),
+        ('validation', 3), ('update', 4), ('checkpoint', 4), ('update', 5), ('update', 6),
+        ('validation', 6), ('checkpoint', 6), ('stop', 6), ('end', 6)]
+    with numpy.load(workdir / 'full.npz') as f:
+        assert [e['cost'] for e in events if e['event'] == 'validation'] == \
+            pytest.approx(list(f['history_errs']))
+    assert events[-2]['reason'] == 'finish_after' and events[-1]['valid_cost'] > 0
+    assert all(e['updates_per_second'] > 0 for e in events if e['event'] == 'update')
+
+
 def test_resume_continues_exactly(workdir):
     """4 updates, then --reload to 6 == 6 updates without a stop (dropout on)."""
     run([os.path.join(ROOT, 'nmt.py'), '--model', 'part.npz', '--finish_after', '4',
@@ -75,6 +61,11 @@ def test_resume_continues_exactly(workdir):
         assert int(b['uidx']) == 6
         for k in a.files:
             numpy.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    # the resumed run appended to the log of the first one
+    from training_log import read_training_log
+    starts = [e for e in read_training_log(str(workdir / 'part.npz.log.jsonl'))
+              if e['event'] == 'start']
+    assert [(e['uidx'], e['reloaded']) for e in starts] == [(0, False), (4, True)]
 
 
 def test_resume_with_shuffling_across_an_epoch_end(workdir):

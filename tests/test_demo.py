@@ -2,7 +2,6 @@
 hand-made inputs (quick), and one short end-to-end run (slow)."""
 import json
 import os
-import signal
 import subprocess
 import sys
 import types
@@ -17,6 +16,8 @@ from demo import demo  # noqa: E402
 from demo import report  # noqa: E402
 from demo import toy_corpus  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
+from stop_requests import stop_path  # noqa: E402
+from training_log import log_path  # noqa: E402
 
 # hand-made toy sentences: subject-verb distance 3 (voyin .. zvalo, class o)
 # and 5 (uchit .. risova, class a)
@@ -32,8 +33,8 @@ def run_demo(*args, timeout=None):
 
 
 def test_bad_arguments():
-    proc = run_demo('--minutes', '0')
-    assert proc.returncode == 2 and '--minutes must be positive' in proc.stderr
+    proc = run_demo('--threads', '0')
+    assert proc.returncode == 2 and '--threads must be at least 1' in proc.stderr
     proc = run_demo('--models', 'transformer')
     assert proc.returncode == 2 and '--models' in proc.stderr
     proc = run_demo('--seeds', '1,1')
@@ -81,39 +82,59 @@ def test_rule_rejects_bad_input():
 
 
 class FakeProc(object):
-    def __init__(self):
-        self.signals = []
-
-    def send_signal(self, sig):
-        self.signals.append(sig)
+    """A finished training process: what Training needs of a Popen."""
+    def poll(self):
+        return 0
 
 
-def fake_training(minutes=1.0):
+def fake_training(tmp_path, events):
+    """demo.Training over a training log holding ``events`` (a model file
+    beside it, as nmt.py leaves)."""
+    model = str(tmp_path / 'm.npz')
+    open(model, 'wb').close()
+    with open(log_path(model), 'w') as f:
+        f.writelines(json.dumps(dict(e, epoch=0)) + '\n' for e in events)
     args = types.SimpleNamespace(target_cost=0.1, plateau_window=3, plateau_gain=0.02,
-                                 minutes=minutes, valid_every=100)
-    run = {'name': 'm', 'model': '/nonexistent.npz'}
-    return demo.Training(args, run, {'dev_tokens_per_sentence': 10.0}, FakeProc())
+                                 max_updates=300)
+    run = {'name': 'm', 'model': model, 'output': str(tmp_path / 'm.out')}
+    training = demo.Training(args, run, {'dev_tokens_per_sentence': 10.0}, FakeProc())
+    return training, training.result(training.follow(poll_seconds=0))
 
 
-def test_training_converged_stops_at_the_next_checkpoint():
-    t = fake_training()
-    t.on_line('Optimization')
-    t.on_line('Valid 5.000000')        # 0.5 nats/token: learning
-    t.on_line('Saving the model at update 100... Done')
-    assert t.status is None and t.proc.signals == []
-    t.on_line('Valid 0.500000')        # 0.05 nats/token <= 0.1
-    assert t.status == 'converged'
-    t.on_line('Saving the model at update 200... Done')
-    assert t.proc.signals == [signal.SIGTERM] and t.ckpt_update == 200
-    assert t.history == [(100, 0.5), (200, 0.05)]
+def test_training_converged_asks_the_run_to_stop(tmp_path):
+    t, info = fake_training(tmp_path, [
+        {'event': 'start', 'uidx': 0, 'time': 10.0},
+        {'event': 'update', 'uidx': 100, 'time': 20.0, 'cost': 9.0,
+         'updates_per_second': 10.0},
+        {'event': 'validation', 'uidx': 100, 'time': 21.0, 'cost': 5.0},  # 0.5 nats/token
+        {'event': 'validation', 'uidx': 200, 'time': 31.0, 'cost': 0.5},  # 0.05 <= 0.1
+        {'event': 'validation', 'uidx': 300, 'time': 41.0, 'cost': 0.4},  # after: ignored
+        {'event': 'stop', 'uidx': 201, 'time': 42.0, 'reason': 'stop_file'}])
+    assert info['status'] == 'converged' and info['updates'] == 200
+    assert info['valid_history'] == [(100, 0.5), (200, 0.05)]
+    assert info['train_seconds'] == 32.0 and info['updates_per_second'] == 10.0
+    assert os.path.exists(stop_path(t.run['model']))    # the request to stop
 
 
-def test_training_out_of_budget():
-    t = fake_training(minutes=1e-9)
-    t.on_line('Optimization')
-    t.on_line('Valid 5.000000')
-    t.on_line('Saving the model at update 100... Done')
-    assert t.status == 'out of budget' and t.proc.signals == [signal.SIGTERM]
+def test_training_out_of_budget(tmp_path):
+    t, info = fake_training(tmp_path, [
+        {'event': 'start', 'uidx': 0, 'time': 10.0},
+        {'event': 'validation', 'uidx': 100, 'time': 21.0, 'cost': 5.0},
+        {'event': 'update', 'uidx': 300, 'time': 30.0, 'cost': 9.0,
+         'updates_per_second': 10.0},
+        {'event': 'stop', 'uidx': 300, 'time': 31.0, 'reason': 'finish_after'}])
+    assert info['status'] == 'out of budget' and info['updates'] == 300
+    assert not os.path.exists(stop_path(t.run['model']))
+
+
+def test_training_failure_is_the_runs_error_line(tmp_path):
+    model = str(tmp_path / 'm.npz')
+    (tmp_path / 'm.out').write_text('Loading data\nerror: train.src: file is empty\n')
+    args = types.SimpleNamespace(target_cost=0.1, plateau_window=3, plateau_gain=0.02,
+                                 max_updates=300)
+    run = {'name': 'm', 'model': model, 'output': str(tmp_path / 'm.out')}
+    with pytest.raises(demo.DemoError, match='training m failed: train.src: file is empty'):
+        demo.Training(args, run, {'dev_tokens_per_sentence': 10.0}, FakeProc()).result(1)
 
 
 # ---------------------------------------------------------------- distance bins

@@ -368,7 +368,7 @@ def test_cli_missing_file(tmp_path):
 def test_cli_seed_must_be_positive(tmp_path):
     f = _corpus(tmp_path)
     proc = _cli(['--ref', f['ref'], '--seed', '0', f['baseline'], f['good']])
-    assert proc.returncode == 1 and proc.stdout == ''
+    assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr.startswith('error: --seed must be >= 1')
     assert len(proc.stderr.strip().splitlines()) == 1
 

@@ -125,10 +125,11 @@ def test_tiny_dry_run(tmp_path):
 @pytest.mark.parametrize('script', sorted(SCRIPTS))
 def test_bad_decoder(script, tmp_path):
     proc = run_script(script, '--dry-run', 'transformer', str(tmp_path))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stdout == ''
-    assert proc.stderr.strip() == ("error: unknown decoder 'transformer' (choose from "
-                                   "%s)" % ', '.join(layers.VARIANTS))
+    assert proc.stderr.startswith("error: unknown decoder 'transformer' (choose from "
+                                  "%s) (%s --help" % (', '.join(layers.VARIANTS), script))
+    assert len(proc.stderr.strip().splitlines()) == 1
     assert 'attentive-dot' in proc.stderr and 'memory-content_scope' in proc.stderr
 
 

@@ -1,0 +1,88 @@
+"""Plot training runs from their training logs (MODEL.log.jsonl, training_log.py).
+
+    python analysis/plot_training.py MODEL.npz.log.jsonl [MORE.log.jsonl ...]
+        --png curves.png [--labels NAME,NAME...]
+
+Two panels, one line per run: the training cost of the update events (every
+``dispFreq`` updates) and the validation cost of the validation events, both
+against the update number; a resumed run continues its line.  It also prints,
+per run, its updates, best validation and how it stopped.  The log may belong
+to a run still going: the lines written so far are plotted.
+"""
+import os
+import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import cli  # noqa: E402
+from text_io import InputError  # noqa: E402
+from training_log import read_training_log  # noqa: E402
+
+
+def curves(events):
+    """{'cost': [(update, cost)], 'valid': [(update, cost)]} of a log's events."""
+    return {'cost': [(e['uidx'], e['cost']) for e in events
+                     if e['event'] == 'update' and e.get('cost') is not None],
+            'valid': [(e['uidx'], e['cost']) for e in events
+                      if e['event'] == 'validation' and e.get('cost') is not None]}
+
+
+def summary(label, events):
+    """One line: updates, best validation cost, how the run ended."""
+    valid = curves(events)['valid']
+    stops = [e for e in events if e['event'] == 'stop']
+    best = min(valid, key=lambda p: p[1]) if valid else None
+    return '%s: %d updates; best validation %s; %s' % (
+        label, max([e['uidx'] for e in events] or [0]),
+        '%.4f at update %d' % (best[1], best[0]) if best else 'none',
+        'stopped: %s' % stops[-1]['message'] if stops else 'still running or killed')
+
+
+def plot(runs, png):
+    """runs: [(label, events)]; the two panels into ``png``."""
+    from analysis import plots
+    fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
+    for label, events in runs:
+        for ax, key in zip(axes, ('cost', 'valid')):
+            points = curves(events)[key]
+            if points:
+                ax.plot(*zip(*points), marker='.' if key == 'valid' else None, label=label)
+    for ax, title in zip(axes, ('training cost (per sentence, as displayed)',
+                                'validation cost')):
+        ax.set(xlabel='update', title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    plots.save(fig, png)
+
+
+def plot_logs(args):
+    labels = args.labels.split(',') if args.labels else [
+        os.path.basename(p)[:-len('.log.jsonl')] if p.endswith('.log.jsonl') else p
+        for p in args.logs]
+    if len(labels) != len(args.logs):
+        raise InputError('--labels names %d runs, but %d logs are given'
+                         % (len(labels), len(args.logs)))
+    runs = [(label, read_training_log(path)) for label, path in zip(labels, args.logs)]
+    for label, events in runs:
+        print(summary(label, events))
+    plot(runs, args.png)
+    print('plot: %s' % args.png, file=sys.stderr)
+
+
+def parse_args(argv):
+    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('logs', nargs='+', metavar='LOG', help='training logs (MODEL.log.jsonl)')
+    p.add_argument('--png', required=True, help='the figure (PNG)')
+    p.add_argument('--labels', help='comma-separated run names (default: the file names)')
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: plot_logs(args))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

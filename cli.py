@@ -1,0 +1,76 @@
+"""How every command line of the project ends: exit status 0, or one line on
+stderr and a documented status, never a Python traceback for a fault of the
+user's or of the machine (docs/training.md, "Faults").
+
+    def main(argv=None):
+        return cli.run(lambda: work(parse_args(cli.arguments(argv))))
+
+Exit statuses:
+
+* 0: done;
+* 1: ``error: ...``: bad input (``text_io.InputError``), a file that cannot
+  be written (disk full, permission denied, no such folder: any ``OSError``
+  that reaches here), or a run that cannot go on (``CommandError``);
+* 2: a bad command line (``ArgumentParser``: one line naming the option);
+* 130 / 143: interrupted by SIGINT (Ctrl-C) / SIGTERM (128 + the signal's
+  number, as a shell reports a process that the signal ended); training
+  first writes a checkpoint (``Interrupted``).
+"""
+import argparse
+import signal
+import sys
+
+from text_io import InputError, one_line
+
+
+class CommandError(Exception):
+    """A command that cannot go on (a NaN cost, a step that failed, a file
+    that cannot be written): one line; ``status`` is the exit status."""
+    status = 1
+    label = 'error'
+
+
+class Interrupted(CommandError):
+    """A signal ended the command (after training saved its checkpoint)."""
+    label = 'interrupted'
+
+    def __init__(self, signum, message):
+        super().__init__(message)
+        self.status = 128 + signum
+
+
+def os_error_text(error):
+    """'PATH: reason' of an OSError (or 'reason' when it names no file)."""
+    reason = error.strerror or one_line(error)
+    return '%s: %s' % (error.filename, reason) if error.filename else reason
+
+
+def arguments(argv):
+    """The command line's arguments: ``argv``, else the process's."""
+    return sys.argv[1:] if argv is None else argv
+
+
+def run(action):
+    """Run ``action()`` (a command's work) and return its exit status."""
+    try:
+        action()
+    except (InputError, CommandError) as e:
+        return _fail(getattr(e, 'label', 'error'), str(e), getattr(e, 'status', 1))
+    except OSError as e:
+        return _fail('error', os_error_text(e), 1)
+    except KeyboardInterrupt:
+        return _fail('interrupted', 'Ctrl-C (SIGINT)', 128 + signal.SIGINT)
+    return 0
+
+
+def _fail(label, message, status):
+    print('%s: %s' % (label, ' '.join(message.split())), file=sys.stderr)
+    return status
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with its errors on one line, status 2:
+    ``error: MESSAGE (PROG --help lists the options)``."""
+
+    def error(self, message):
+        self.exit(2, 'error: %s (%s --help lists the options)\n' % (message, self.prog))

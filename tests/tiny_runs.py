@@ -1,0 +1,80 @@
+"""A tiny parallel corpus and the command lines that train on it, for the
+tests that run the programs end to end (test_cli.py, test_training_log.py,
+test_faults.py)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+NMT = os.path.join(ROOT, 'nmt.py')
+
+SRC = ['a b c', 'b c d e', 'c a', 'd d a b', 'e a c b d', 'a e']
+TRG = ['x y', 'y z w', 'z x v', 'w w', 'v x y z', 'x v w']
+
+TRAIN_FLAGS = ['--datasets', 'train.src', 'train.trg',
+               '--dictionaries', 'train.src.pkl', 'train.trg.json',
+               '--dim_word', '4', '--dim', '5', '--n_words_src', '7', '--n_words', '7',
+               '--batch_size', '2', '--optimizer', 'adadelta', '--clip_c', '1',
+               '--dispFreq', '1', '--sampleFreq', '1000', '--use_dropout', '--overwrite',
+               '--no_shuffle', '--maxlen', '20']
+# Theano's quick graph optimisation for the processes that only need to run
+# (a tiny model's updates take milliseconds either way; compiling takes a
+# third of the time)
+QUICK_ENV = dict(os.environ, THEANO_FLAGS=','.join(
+    f for f in ('optimizer=fast_compile', os.environ.get('THEANO_FLAGS')) if f))
+
+
+def write(path, lines):
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(''.join(line + '\n' for line in lines))
+
+
+def make_corpus(directory):
+    """train.src/.trg (18 pairs), valid.src/.trg and the dictionaries."""
+    write(directory / 'train.src', SRC * 3)
+    write(directory / 'train.trg', TRG * 3)
+    write(directory / 'valid.src', SRC[:3])
+    write(directory / 'valid.trg', TRG[:3])
+    run([os.path.join(ROOT, 'build_dictionary.py'), 'train.src', 'train.trg'], cwd=directory)
+
+
+def run(args, cwd, check=True, env=None):
+    proc = subprocess.run([PY] + args, cwd=cwd, capture_output=True, text=True,
+                          timeout=900, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
+    return proc
+
+
+def start_training(cwd, model, *flags):
+    """A training process that runs until it is stopped (output in MODEL.out)."""
+    out = open(os.path.join(str(cwd), model + '.out'), 'w')
+    return subprocess.Popen([PY, NMT, '--model', model, '--finish_after', '1000000']
+                            + TRAIN_FLAGS + list(flags), cwd=cwd, stdout=out,
+                            stderr=subprocess.STDOUT, env=QUICK_ENV)
+
+
+def log_events(path):
+    """The whole lines of a training log so far, as dicts."""
+    if not os.path.exists(path):
+        return []
+    with open(path, 'rb') as f:
+        return [json.loads(line) for line in f.read().split(b'\n')[:-1]]
+
+
+def wait_for_event(proc, log, event, min_uidx=0, timeout=600):
+    """Wait until the log has ``event`` at update >= min_uidx; the events so far."""
+    end = time.time() + timeout
+    while time.time() < end:
+        events = log_events(log)
+        if any(e['event'] == event and e['uidx'] >= min_uidx for e in events):
+            return events
+        if proc.poll() is not None:
+            raise AssertionError('training ended (status %s) before %s' % (proc.returncode,
+                                                                            event))
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError('no %s event in %s after %d s' % (event, log, timeout))

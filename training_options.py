@@ -1,0 +1,114 @@
+"""The options of the training commands (nmt.py, language_model/lm.py): their
+defaults, their checks, their ``--flags``, and what ``--reload`` keeps.
+
+Each command describes its options once, as an ``OptionTable``: the defaults
+(dl4mt's ``train()`` keyword arguments and this project's additions), the
+values some of them take, and the architecture options that a reloaded model
+keeps from its file.  The table makes the command line (one ``--KEY`` per
+option: a switch for an option that is off by default, else a value of the
+default's type) and checks what ``train(**options)`` is given.
+"""
+import argparse
+import copy
+import os
+import sys
+from collections import OrderedDict
+
+from model_io import load_options
+from text_io import InputError
+
+# flags whose name is not the option's
+FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}
+SWITCH_HELP = {'reload_': 'resume from MODEL (parameters, optimizer, counters, data '
+                          'position)',
+               'use_dropout': 'dropout on the readout',
+               'overwrite': 'no MODEL.iterN.npz copy at each save',
+               'shuffle_each_epoch': 'read the training data in file order every epoch',
+               'tie_embeddings': 'the output layer is the transposed input embeddings'}
+# settings that a resumed run may change without a warning: how long it runs
+# and what it prints (the others change what it computes)
+RUN_LENGTH_AND_DISPLAY = ('reload_', 'finish_after', 'max_epochs', 'dispFreq',
+                          'sampleFreq', 'saveFreq', 'overwrite', 'reload_model_only')
+
+
+class OptionTable(object):
+    """defaults: OrderedDict option -> default; choices: option -> the
+    values it takes; architecture: the options a reloaded model keeps."""
+
+    def __init__(self, defaults, choices, architecture):
+        self.defaults, self.choices = defaults, choices
+        self.architecture = architecture
+
+    def fill(self, given):
+        """The defaults, updated with the options ``given``."""
+        full = OrderedDict(self.defaults)
+        full.update(given)
+        return full
+
+    def check_known(self, given):
+        unknown = set(given) - set(self.defaults)
+        if unknown:
+            raise InputError('unknown option(s): %s' % ', '.join(sorted(unknown)))
+
+    def check_choices(self, options):
+        """InputError naming the first option whose value does not exist."""
+        for key, choices in self.choices.items():
+            if options[key] not in choices:
+                raise InputError('--%s must be one of %s, not %r'
+                                 % (key, ', '.join(choices), options[key]))
+
+    def add_flags(self, parser, declared):
+        """A ``--KEY`` for every option not in ``declared`` (declared by hand).
+        No flag has a default: what ``parse_args`` returns is what was given."""
+        for key, default in self.defaults.items():
+            if key in declared:
+                continue
+            flag = '--' + FLAG_NAMES.get(key, key)
+            if isinstance(default, bool):   # a switch that turns the default over
+                parser.add_argument(flag, dest=key, default=argparse.SUPPRESS,
+                                    action='store_false' if default else 'store_true',
+                                    help=SWITCH_HELP.get(key))
+            else:
+                parser.add_argument(flag, dest=key, default=argparse.SUPPRESS,
+                                    type=str if default is None else type(default),
+                                    choices=self.choices.get(key),
+                                    help='default: %r' % (default,))
+
+    def reloaded(self, options, given, fill):
+        """(model options, reloading): a copy of the run's ``options`` in
+        which, when ``--reload`` finds the model file, the architecture
+        options come from the saved model (a different value ``given`` on the
+        command line is ignored with a warning), and a warning names every
+        other setting that differs from the saved run's.  ``fill``
+        completes saved options."""
+        model_options = copy.copy(options)
+        reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
+        if not reloading:
+            return model_options, False
+        saved = fill(load_options(options['saveto']))
+        for key in self.architecture:
+            if key in given and given[key] != saved[key]:
+                warn('--%s %s ignored: the reloaded model has %s'
+                     % (key, given[key], saved[key]))
+            model_options[key] = saved[key]
+        changed = ['%s %s -> %s' % (key, _text(saved[key]), _text(options[key]))
+                   for key in self.defaults
+                   if key not in self.architecture and key not in RUN_LENGTH_AND_DISPLAY
+                   and key in saved and _plain(saved[key]) != _plain(options[key])]
+        if changed:
+            warn('--reload with training settings other than those of %s: %s'
+                 % (options['saveto'], '; '.join(changed)))
+        return model_options, True
+
+
+def warn(message):
+    print('warning: %s' % message, file=sys.stderr)
+
+
+def _plain(value):
+    """A value as it compares across a save: lists and tuples alike."""
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def _text(value):
+    return ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
