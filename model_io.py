@@ -22,6 +22,7 @@ import sys
 import pickle
 import tempfile
 import warnings
+import zipfile
 
 import numpy
 
@@ -63,6 +64,31 @@ def atomic_write(path, write_fn, mode='wb'):
         except OSError as e:
             raise write_error(path, e) from None
         return
+    atomic_write_files([(path, write_fn, mode)])
+
+
+def atomic_write_files(files):
+    """Several files, [(path, write_fn, mode)], as ``atomic_write`` writes
+    one, as a group: every one to its temporary name first, then all renamed;
+    when a write fails none of them appears (the files already there keep
+    their content)."""
+    written = []
+    try:
+        for path, write_fn, mode in files:
+            written.append((_write_temporary(os.fspath(path), write_fn, mode), path))
+        for tmp, path in written:
+            os.replace(tmp, path)
+    except BaseException as e:
+        error = _discard([tmp for tmp, _ in written], path, e)
+        if error is e:
+            raise
+        raise error from None
+
+
+def _write_temporary(path, write_fn, mode):
+    """The name of a new temporary file beside ``path`` that ``write_fn``
+    wrote, flushed and fsync'ed (CommandError naming ``path`` if a write
+    fails; nothing is left then)."""
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=directory,
@@ -81,16 +107,32 @@ def atomic_write(path, write_fn, mode='wb'):
             os.fsync(f.fileno())
         # mkstemp creates the file with mode 0600; give it the usual mode.
         os.chmod(tmp, 0o666 & ~_current_umask())
-        os.replace(tmp, path)
     except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        cause = _os_error_in(e)
-        if cause is not None:
-            raise write_error(path, cause) from None
-        raise
+        error = _discard([tmp], path, e)
+        if error is e:
+            raise
+        raise error from None
+    return tmp
+
+
+def _discard(temporaries, path, error):
+    """Remove the temporary files of a failed write; the error to raise:
+    one line naming ``path`` where an OSError caused it (disk full), else
+    ``error`` itself."""
+    for tmp in temporaries:
+        remove_if_there(tmp)
+    cause = _os_error_in(error)
+    if cause is not None and not isinstance(error, CommandError):
+        return write_error(path, cause)
+    return error
+
+
+def remove_if_there(path):
+    """Remove a file, if it is there (and can be removed)."""
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _os_error_in(error):
@@ -101,6 +143,23 @@ def _os_error_in(error):
             return error
         error = error.__context__
     return None
+
+
+def check_writable(path):
+    """CommandError naming ``path`` unless a file can be written there now
+    (its folder exists and takes a new file): a long job checks its outputs
+    before it starts.  '-' (standard output) passes."""
+    if path == '-':
+        return
+    if os.path.isdir(path):
+        raise CommandError('%s: cannot write: it is a directory' % path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                   prefix='.' + os.path.basename(path) + '.', suffix='.tmp')
+    except OSError as e:
+        raise write_error(path, e) from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def write_error(path, error):
@@ -119,19 +178,34 @@ def write_text(path, text):
 
 
 def write_json(path, obj, **dump_options):
-    """``obj`` as JSON (``json.dumps`` with ``dump_options``; numpy values as
-    plain numbers) through ``write_text``: atomically, or to stdout for '-'."""
+    """``obj`` as JSON (``json_text``) through ``write_text``: atomically,
+    or to stdout for '-'."""
+    write_text(path, json_text(obj, **dump_options))
+
+
+def json_text(obj, **dump_options):
+    """``json.dumps`` with ``dump_options`` (numpy values as plain numbers)
+    and a newline."""
     dump_options.setdefault('default', _json_default)
-    write_text(path, json.dumps(obj, **dump_options) + '\n')
+    return json.dumps(obj, **dump_options) + '\n'
 
 
 def atomic_savez(path, **arrays):
-    """``numpy.savez(path, **arrays)`` written atomically.
+    """``numpy.savez(path, **arrays)`` written atomically, under the name as
+    given (numpy would append ``.npz`` to a name that lacks it).
 
-    A file object is passed to numpy, so the name is used as given (numpy
-    would append ``.npz`` to a file name that lacks it).
+    The archive is written as numpy.savez writes it (an uncompressed zip of
+    one .npy entry per array), but inside a ``with``: when a write fails (a
+    full disk), numpy.savez leaves its zip file to the garbage collector,
+    whose late close fails on the closed file and prints a traceback.
     """
-    atomic_write(path, lambda f: numpy.savez(f, **arrays), 'wb')
+    def write(f):
+        with zipfile.ZipFile(f, mode='w', compression=zipfile.ZIP_STORED,
+                             allowZip64=True) as archive:
+            for name, value in arrays.items():
+                with archive.open(name + '.npy', 'w', force_zip64=True) as entry:
+                    numpy.lib.format.write_array(entry, numpy.asanyarray(value))
+    atomic_write(path, write, 'wb')
 
 
 # --------------------------------------------------------------------------
@@ -230,10 +304,10 @@ def save_dictionary(word_to_id, pkl_path, json_path):
     for word, idx in word_to_id.items():
         key = word.encode('utf-8') if isinstance(word, str) else bytes(word)
         od[key] = int(idx)
-    atomic_write(pkl_path,
-                 lambda f: pickle.dump(od, f, protocol=PY2_PROTOCOL), 'wb')
-    write_json(json_path, collections.OrderedDict((w, int(i)) for w, i in items),
-               ensure_ascii=False, indent=2)
+    text = json_text(collections.OrderedDict((w, int(i)) for w, i in items),
+                     ensure_ascii=False, indent=2)
+    atomic_write_files([(pkl_path, lambda f: pickle.dump(od, f, protocol=PY2_PROTOCOL), 'wb'),
+                        (json_path, lambda f: f.write(text), 'w')])
 
 
 # --------------------------------------------------------------------------
@@ -275,24 +349,71 @@ def save_options(options, model_path):
     """Write ``model_path.pkl`` (protocol 2, for Python 2) and ``.json``."""
     model_path = os.fspath(model_path)
     plain = dict(options)
-    atomic_write(model_path + '.pkl',
-                 lambda f: pickle.dump(plain, f, protocol=PY2_PROTOCOL), 'wb')
-    write_json(model_path + '.json', plain, indent=2, sort_keys=True, ensure_ascii=False)
+    text = json_text(plain, indent=2, sort_keys=True, ensure_ascii=False)
+    atomic_write_files([
+        (model_path + '.pkl', lambda f: pickle.dump(plain, f, protocol=PY2_PROTOCOL), 'wb'),
+        (model_path + '.json', lambda f: f.write(text), 'w')])
 
 
 # --------------------------------------------------------------------------
 # Parameters
 # --------------------------------------------------------------------------
 
-def _open_npz(path):
-    check_readable(path, allow_empty=False)
-    try:
-        return numpy.load(path, allow_pickle=False)
-    except OSError as e:
-        raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
-    except Exception as e:
-        raise InputError('%s: not a readable .npz archive (%s)'
-                         % (path, _one_line(e)))
+class Archive(object):
+    """An .npz archive (``numpy.load``) whose faults are InputErrors naming
+    the file: missing, empty, truncated, not an archive, an entry whose data
+    cannot be read.  ``files``, ``archive[name]``, ``close()``, ``with``."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        check_readable(self.path, allow_empty=False)
+        try:
+            self.npz = numpy.load(self.path, allow_pickle=False)
+        except OSError as e:
+            raise InputError('%s: cannot read: %s' % (self.path, e.strerror or e))
+        except Exception as e:
+            raise InputError('%s: not a readable .npz archive, truncated or corrupt (%s)'
+                             % (self.path, _one_line(e)))
+        self.files = self.npz.files
+
+    def __getitem__(self, name):
+        """The entry's array.  The ValueError of an entry that needs pickle
+        (history_errs of some old files) is left to the caller."""
+        try:
+            return self.npz[name]
+        except ValueError as e:
+            if 'allow_pickle' in str(e):
+                raise
+            error = e
+        except Exception as e:   # zipfile, zlib and numpy raise many kinds
+            error = e
+        raise self._unreadable(name, error)
+
+    def _unreadable(self, name, error):
+        return InputError('%s: cannot read %s, the file is truncated or corrupt (%s)'
+                          % (self.path, name, _one_line(error)))
+
+    def shape(self, name):
+        """The shape of an entry, from its header alone (its data is not read)."""
+        readers = {(1, 0): numpy.lib.format.read_array_header_1_0,
+                   (2, 0): numpy.lib.format.read_array_header_2_0}
+        try:
+            with self.npz.zip.open(name + '.npy') as member:
+                read = readers.get(numpy.lib.format.read_magic(member))
+                if read is not None:
+                    return tuple(read(member)[0])
+        except Exception as e:   # zipfile and numpy raise many kinds
+            raise self._unreadable(name, e) from None
+        return self[name].shape
+
+    def close(self):
+        self.npz.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def load_params(path, params):
@@ -304,17 +425,12 @@ def load_params(path, params):
     are cast to float32.  A shape mismatch raises :class:`InputError`.
     """
     path = os.fspath(path)
-    archive = _open_npz(path)
-    try:
+    with Archive(path) as archive:
         for name, init in list(params.items()):
             if name not in archive.files:
                 warnings.warn('%s is not in the archive' % name)
                 continue
-            try:
-                value = archive[name]
-            except Exception as e:
-                raise InputError('%s: cannot read parameter %s (%s)'
-                                 % (path, name, _one_line(e)))
+            value = archive[name]
             want = numpy.shape(init)
             if value.shape != want:
                 raise InputError(
@@ -322,9 +438,15 @@ def load_params(path, params):
                     'model and options/dictionaries do not match'
                     % (path, name, tuple(value.shape), tuple(want)))
             params[name] = value.astype('float32')
-    finally:
-        archive.close()
     return params
+
+
+def count_archive_params(path):
+    """The number of parameters (floating-point entries but history_errs) of
+    a model file."""
+    with Archive(path) as archive:
+        arrays = (archive[k] for k in archive.files if k not in ('history_errs', 'uidx'))
+        return int(sum(a.size for a in arrays if a.dtype.kind == 'f'))
 
 
 def load_archive_extras(path):
@@ -333,13 +455,11 @@ def load_archive_extras(path):
     Missing (or unreadable without pickle) entries give ``[]`` and ``0``.
     """
     path = os.fspath(path)
-    archive = _open_npz(path)
     extras = {'history_errs': [], 'uidx': 0}
-    try:
+    with Archive(path) as archive:
         if 'history_errs' in archive.files:
             try:
-                errs = archive['history_errs']
-                extras['history_errs'] = [float(v) for v in errs.ravel()]
+                extras['history_errs'] = [float(v) for v in archive['history_errs'].ravel()]
             except (ValueError, TypeError):
                 warnings.warn('%s: history_errs cannot be read, starting '
                               'with an empty history' % path)
@@ -348,6 +468,4 @@ def load_archive_extras(path):
                 extras['uidx'] = int(archive['uidx'])
             except (ValueError, TypeError):
                 warnings.warn('%s: uidx cannot be read, using 0' % path)
-    finally:
-        archive.close()
     return extras

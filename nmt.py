@@ -66,7 +66,7 @@ DEFAULT_OPTIONS = OrderedDict([
     ('shuffle_each_epoch', True), ('seed', 1234),
     ('bleu_valid_freq', 0), ('bleu_valid_ref', None), ('bleu_valid_beam', 5),
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
-    ('external_validation_script', None),
+    ('external_validation_script', None), ('reload_model_only', False),
 ])
 
 # what a reloaded model keeps from its saved options (the graph's shape)
@@ -510,6 +510,7 @@ class Trainer(TrainingLoop):
 
     def __init__(self, kwargs):
         self.options, self.model_options, reloading = training_options(kwargs)
+        self.prepare_run(reloading)
         numpy.random.seed(self.options['seed'])
         self.dicts = [load_dictionary(d) for d in self.options['dictionaries']]
         self.idicts = [vocab.invert_dictionary(d) for d in self.dicts]

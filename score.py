@@ -20,7 +20,7 @@ import numpy
 import cli
 import layers
 
-from model_io import load_dictionary, write_text
+from model_io import check_writable, load_dictionary, write_text
 from progress import ProgressLine
 from text_io import InputError, read_lines
 from vocab import words_to_ids
@@ -114,6 +114,7 @@ def parse_args(argv):
 
 def score(args):
     """Write the cost of every pair of args.source, args.target."""
+    check_writable(args.output)
     options, params, word_dicts = load_scoring_model(args.model, args.dictionaries,
                                                      args.inference)
     pairs = pair_ids(read_lines(args.source), read_lines(args.target),

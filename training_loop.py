@@ -36,10 +36,11 @@ from cli import CommandError, Interrupted
 from model_io import load_archive_extras, load_params
 from optimizers import training_functions
 from progress import format_duration
+from run_lock import ModelLock
 from stop_requests import StopRequests, signal_name
 from training_log import TrainingLog
 from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
-                            resume_path)
+                            resume_path, usable_resume_file)
 
 
 class TrainingError(CommandError):
@@ -114,6 +115,15 @@ class TrainingLoop(object):
         return False
 
     # -- the loop ------------------------------------------------------------
+    def prepare_run(self, reloading):
+        """Before anything slow (loading the data, compiling): this process
+        becomes the one run that writes the model (run_lock, which is also
+        the check that the model's folder takes files), and a resume file
+        that cannot be used stops the run now, not after compiling."""
+        self.lock = ModelLock(self.options['saveto'])
+        self.resuming = (reloading and not self.options['reload_model_only']
+                         and usable_resume_file(self.options['saveto']))
+
     def start(self, reloading):
         """The state (restored when reloading), the progress meter, the
         training log and the stop requests."""
@@ -126,11 +136,11 @@ class TrainingLoop(object):
 
     def _restore(self):
         m = self.model
-        state = load_checkpoint(self.options['saveto'], m.tparams, m.opt_state,
-                                m.rng_states())
-        if state is None:
+        if not self.resuming:
             print('No optimizer state: the optimizer starts fresh')
             return TrainingState(**load_archive_extras(self.options['saveto']))
+        state = load_checkpoint(self.options['saveto'], m.tparams, m.opt_state,
+                                m.rng_states())
         print('Resuming at update %d from %s' % (state.uidx, resume_path(self.options['saveto'])))
         if state.data_position is not None:
             self.train_it.restore(state.data_position)
@@ -160,6 +170,7 @@ class TrainingLoop(object):
         finally:
             self.requests.restore()
             self.log.close()
+            self.lock.release()
 
     def _epoch(self):
         """Updates until the data ends (None) or the run stops (the reason)."""
@@ -261,11 +272,16 @@ class TrainingLoop(object):
         print('Saving the model at update %d...' % self.state.uidx, end=' ')
         self.state.data_position = self.train_it.position()
         m = self.model
-        save_checkpoint(self.options['saveto'], self.state, m.tparams, m.opt_state,
-                        m.rng_states(), self.model_options)
-        if snapshot:
-            self.save_params(with_suffix(self.options['saveto'],
-                                         'iter%d' % self.state.uidx))
+        try:
+            save_checkpoint(self.options['saveto'], self.state, m.tparams, m.opt_state,
+                            m.rng_states(), self.model_options)
+            if snapshot:
+                self.save_params(with_suffix(self.options['saveto'],
+                                             'iter%d' % self.state.uidx))
+        except CommandError as e:   # a write failed: disk full, say
+            print()
+            raise TrainingError('%s; the files already on disk are whole: --reload '
+                                'continues from the newest checkpoint among them' % e)
         print('Done')
         sys.stdout.flush()
         self.log.write('checkpoint', self.state)

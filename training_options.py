@@ -24,10 +24,16 @@ SWITCH_HELP = {'reload_': 'resume from MODEL (parameters, optimizer, counters, d
                'use_dropout': 'dropout on the readout',
                'overwrite': 'no MODEL.iterN.npz copy at each save',
                'shuffle_each_epoch': 'read the training data in file order every epoch',
-               'tie_embeddings': 'the output layer is the transposed input embeddings'}
+               'tie_embeddings': 'the output layer is the transposed input embeddings',
+               'reload_model_only': 'with --reload: the parameters, update count and '
+                                    'validation history of MODEL alone, the optimizer '
+                                    'and the data position fresh (as the original '
+                                    'code reloads; for a resume file that cannot be '
+                                    'used)'}
 # settings that a resumed run may change without a warning: how long it runs
 # and what it prints (the others change what it computes)
-RUN_LENGTH_AND_DISPLAY = ('reload_', 'finish_after', 'max_epochs', 'dispFreq',
+# (and the model's path: a model moves with its files)
+RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'dispFreq',
                           'sampleFreq', 'saveFreq', 'overwrite', 'reload_model_only')
 
 

@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import numpy
 
-from model_io import atomic_savez, save_options, load_archive_extras
+from model_io import Archive, atomic_savez, save_options, load_archive_extras
 from text_io import InputError
 
 
@@ -108,18 +108,42 @@ def save_checkpoint(saveto, state, tparams, opt_state, rng_states, options):
                options)
 
 
+def usable_resume_file(saveto):
+    """Whether ``--reload`` continues from the resume file: there is one, as
+    new as the model file.  A resume file that cannot be read, or that
+    belongs to another model (its parameters' names or shapes differ from
+    the model file's), is an InputError that says so and how to go on from
+    the model file alone.  Only the arrays' headers are read: this is
+    checked before anything is compiled."""
+    path = resume_path(saveto)
+    if not os.path.exists(path):
+        return False
+    model_uidx = load_archive_extras(saveto)['uidx']
+    with Archive(saveto) as model:
+        shapes = OrderedDict((name, model.shape(name)) for name in model.files
+                             if name not in ('history_errs', 'uidx'))
+    try:
+        with Archive(path) as resume:
+            _check_parameters(resume, shapes)
+            return int(resume['uidx']) >= model_uidx
+    except (InputError, KeyError, ValueError) as e:
+        raise resume_fault(saveto, str(e) if isinstance(e, InputError)
+                           else '%s: no update count in it' % path)
+
+
+def resume_fault(saveto, reason):
+    """The InputError of a resume file that cannot be used (``reason``
+    names it), with the way on from the model file alone."""
+    return InputError('%s; the model file %s is sound: --reload_model_only starts from '
+                      'its parameters (optimizer and data position fresh), as the '
+                      'original code reloads' % (reason, saveto))
+
+
 def load_checkpoint(saveto, tparams, opt_state, rng_states):
     """The state of the run that wrote ``saveto``, with the shared variables
-    restored from its resume file; None (nothing touched) when there is no
-    resume file or it is older than the model file."""
+    restored from its resume file (which usable_resume_file found usable)."""
     path = resume_path(saveto)
-    model_uidx = load_archive_extras(saveto)['uidx']
-    if not os.path.exists(path):
-        return None
-    with numpy.load(path, allow_pickle=False) as f:
-        if int(f['uidx']) < model_uidx:
-            return None
-        _check_parameters(path, f, tparams)
+    with Archive(path) as f:
         for k, v in tparams.items():
             v.set_value(f['param__' + k])
         _restore_optional(path, f, 'optim__', opt_state)
@@ -128,10 +152,17 @@ def load_checkpoint(saveto, tparams, opt_state, rng_states):
         return TrainingState.from_arrays(f)
 
 
-def _check_parameters(path, f, tparams):
-    for k, v in tparams.items():
-        if 'param__' + k not in f or f['param__' + k].shape != v.get_value().shape:
-            raise InputError('%s: does not match the model (parameter %s)' % (path, k))
+def _check_parameters(resume, shapes):
+    """InputError unless the resume file has every parameter of the model
+    file, each with its shape (``shapes``: name -> the model file's)."""
+    for name, want in shapes.items():
+        if 'param__' + name not in resume.files:
+            raise InputError('%s: belongs to another model (no parameter %s)'
+                             % (resume.path, name))
+        shape = resume.shape('param__' + name)
+        if shape != want:
+            raise InputError('%s: belongs to another model (parameter %s has shape %s, '
+                             'the model file %s)' % (resume.path, name, shape, want))
 
 
 def _restore_optional(path, f, prefix, shared):

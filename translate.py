@@ -300,17 +300,11 @@ def parse_args(argv):
     return args
 
 
-def _check_writable(path):
-    directory = os.path.dirname(os.path.abspath(path))
-    if path != '-' and not os.path.isdir(directory):
-        raise InputError('%s: cannot write: no such directory %s' % (path, directory))
-
-
 def prepare(args):
     """Models, dictionaries and sources (InputError on bad input)."""
     for path in (args.saveto, args.alignments):
         if path:
-            _check_writable(path)
+            model_io.check_writable(path)
     models = load_models([args.model] + args.ensemble, args.inference)
     options = models[0][1]
     word_dict = model_io.load_dictionary(args.dictionary)

@@ -50,7 +50,7 @@ from demo import toy_corpus  # noqa: E402
 from bleu import corpus_bleu_tokenized  # noqa: E402
 import cli  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
-from model_io import load_json, write_json  # noqa: E402
+from model_io import count_archive_params, load_json, write_json  # noqa: E402
 from stop_requests import stop_path  # noqa: E402
 from text_io import read_lines  # noqa: E402
 from training_log import LogReader, log_path  # noqa: E402
@@ -65,7 +65,6 @@ DEMO_THEANO_FLAGS = 'optimizer=fast_compile'
 # side on the project's 2-core machine ran faster with 1 each than with 2
 # (docs/training.md, "The demo's timing")
 DEFAULT_THREADS = 1
-NON_PARAMS = {'history_errs', 'uidx'}
 
 _print_lock = threading.Lock()
 
@@ -283,12 +282,6 @@ def train(args, run, data, children):
     return info
 
 
-def count_params(model_path):
-    import numpy
-    with numpy.load(model_path) as f:
-        return int(sum(f[k].size for k in f.files if k not in NON_PARAMS))
-
-
 # ---------------------------------------------------------------- step 3
 def translate(args, run, children):
     d = lambda f: os.path.join(args.data_dir, f)  # noqa: E731
@@ -325,7 +318,7 @@ def score(data_dir, hyp_path):
 def model_pipeline(args, run, data, children):
     """Train, translate and score one model (runs in its own thread)."""
     run.update(train(args, run, data, children))
-    run['params'] = count_params(run['model'])
+    run['params'] = count_archive_params(run['model'])
     run['translate_seconds'] = translate(args, run, children)
     run.update(score(args.data_dir, run['hypotheses']))
     log('[%s] BLEU %.2f, agreement %.1f%%, exact match %.1f%%'

@@ -24,7 +24,7 @@ import theano_env  # noqa: F401  (must come before theano)
 
 import cli
 import layers
-from model_io import write_text
+from model_io import check_writable, write_text
 from nbest import format_score, read_nbest
 from score import build_scorer, load_scoring_model, pair_ids, score_pairs
 from text_io import read_lines
@@ -70,6 +70,7 @@ def parse_args(argv):
 
 def rescore(args):
     """Write args.input with each model's cost appended to every entry."""
+    check_writable(args.output)
     source_lines = read_lines(args.source, what='source sentences')
     entries = read_nbest(args.input, len(source_lines))
     columns = [model_costs(path, args, source_lines, entries) for path in args.models]

@@ -38,7 +38,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import cli
-from model_io import load_json
+from model_io import count_archive_params, load_json
 from text_io import InputError
 
 PAIR_ORDER = ['en-zh', 'es-en', 'en-de']
@@ -52,9 +52,6 @@ def decoder_labels():
     return OrderedDict((name, v.label) for name, v in layers.VARIANTS.items())
 
 
-NON_PARAMS = {'history_errs', 'uidx'}
-
-
 def count_params(run_dir):
     """Parameter count of a run: nmt.count_params(options), else the npz."""
     model = os.path.join(run_dir, 'model.npz')
@@ -66,11 +63,7 @@ def count_params(run_dir):
         except Exception:   # noqa: BLE001 - nmt/theano missing or old options
             pass
     if os.path.exists(model):
-        import numpy
-        with numpy.load(model, allow_pickle=False) as archive:
-            return int(sum(archive[k].size for k in archive.files
-                           if k not in NON_PARAMS
-                           and archive[k].dtype.kind == 'f'))
+        return count_archive_params(model)
     return None
 
 

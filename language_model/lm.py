@@ -78,7 +78,7 @@ DEFAULT_OPTIONS = OrderedDict([
     ('reload_', False), ('overwrite', False),
     # additions (n_words -1: the dictionary's size)
     ('residual', 'none'), ('att_scoring', 'content'), ('tie_embeddings', False),
-    ('shuffle_each_epoch', True), ('seed', 1234),
+    ('shuffle_each_epoch', True), ('seed', 1234), ('reload_model_only', False),
 ])
 # what a reloaded model keeps from its saved options
 ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
@@ -382,14 +382,20 @@ class LMModel(Compiled):
 
 
 def training_options(kwargs):
-    """(options, model options, reloading), as nmt.training_options; the
-    dictionary is built (and saved beside the model) when none is given."""
+    """(options, model options, reloading), as nmt.training_options."""
     OPTIONS.check_known(kwargs)
     options = fill_options(kwargs)
     if not options['dataset']:
         raise InputError('--data is required')
     OPTIONS.check_choices(options)
     model_options, reloading = OPTIONS.reloaded(options, kwargs, fill_options)
+    OPTIONS.check_choices(model_options)
+    return options, model_options, reloading
+
+
+def complete_vocabulary(options, model_options, reloading):
+    """The dictionary (built and saved beside the model when none is given)
+    and n_words (-1: the dictionary's size) of a run's options."""
     if not reloading and not options['dictionary']:
         model_options['dictionary'] = _build_dictionary(options)
     options['dictionary'] = model_options['dictionary']
@@ -401,8 +407,6 @@ def training_options(kwargs):
               'occur in the data' % (model_options['dictionary'], len(word_dict),
                                      model_options['n_words'], len(word_dict)),
               file=sys.stderr)
-    OPTIONS.check_choices(model_options)
-    return options, model_options, reloading
 
 
 def _build_dictionary(options):
@@ -419,6 +423,8 @@ class LMTrainer(TrainingLoop):
 
     def __init__(self, kwargs):
         self.options, self.model_options, reloading = training_options(kwargs)
+        self.prepare_run(reloading)
+        complete_vocabulary(self.options, self.model_options, reloading)
         numpy.random.seed(self.options['seed'])
         opt, n_words = self.options, self.model_options['n_words']
         self.word_dict = load_dictionary(self.model_options['dictionary'])

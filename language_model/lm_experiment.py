@@ -46,7 +46,7 @@ from demo import toy_corpus
 import vocab
 from build_dictionary import build_dictionary
 from data_iterator import prepare_monolingual
-from model_io import save_dictionary, write_json, write_text
+from model_io import load_archive_extras, save_dictionary, write_json, write_text
 from text_io import read_lines
 
 VARIANTS = OrderedDict([
@@ -161,8 +161,7 @@ def measure(variant, seed, out, paths, seconds):
     model = lm.LoadedModel(path)
     test = lm.evaluate(model, paths['test'])
     accuracy, n_sites = agreement_accuracy(model, paths['test'])
-    with numpy.load(path) as f:
-        history = [float(e) for e in f['history_errs']]
+    history = load_archive_extras(path)['history_errs']
     return OrderedDict([
         ('variant', variant), ('seed', seed), ('label', LABELS[variant]),
         ('parameters', lm.count_params(model.options)),

@@ -1,5 +1,6 @@
 """The command lines end to end on tiny data: train, resume, translate, score,
-and their errors on bad input.  One tiny model is trained once per module."""
+and their errors on bad input.  One tiny model is trained once per module.
+The programs compile with Theano's quick optimiser (tiny_runs.QUICK_ENV)."""
 import os
 import subprocess
 import sys
@@ -7,7 +8,7 @@ import sys
 import numpy
 import pytest
 
-from tiny_runs import ROOT, PY, SRC, TRAIN_FLAGS, make_corpus, run
+from tiny_runs import ROOT, PY, QUICK_ENV, SRC, TRAIN_FLAGS, make_corpus, run
 
 
 @pytest.fixture(scope='module')
@@ -144,7 +145,8 @@ def test_analyze_translates_a_model_and_refuses_the_baseline(workdir):
 def test_translate_stdin_stdout(workdir):
     proc = subprocess.run([PY, os.path.join(ROOT, 'translate.py'), '-k', '2', '-p', '1',
                            'full.npz', 'train.src.pkl', 'train.trg.pkl', '-', '-'],
-                          cwd=workdir, input='a b\nc\n', capture_output=True, text=True)
+                          cwd=workdir, input='a b\nc\n', capture_output=True, text=True,
+                          env=QUICK_ENV)
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.split('\n')) == 3
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as ref
+from tiny_runs import QUICK_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -281,8 +282,9 @@ TRAIN_FLAGS = ['--data', 'train.txt', '--dim_word', '4', '--dim', '5',
 
 
 def run(args, cwd, check=True):
+    """lm.py with Theano's quick optimiser (tiny_runs.QUICK_ENV)."""
     proc = subprocess.run([PY, os.path.join(ROOT, 'language_model', 'lm.py')] + args, cwd=cwd,
-                          capture_output=True, text=True, timeout=1200)
+                          capture_output=True, text=True, timeout=1200, env=QUICK_ENV)
     if check and proc.returncode != 0:
         raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
     return proc
