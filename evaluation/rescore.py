@@ -75,7 +75,8 @@ def parse_args(argv):
                    help='divide each cost by the hypothesis length (tokens + eos)')
     p.add_argument('--inference', choices=('training', 'authors'), default='training',
                    help='as score.py: the training graph\'s cost (default), or forced '
-                        'decoding through the authors\' sampler (REFERENCE.md 5b)')
+                        'decoding through the authors\' sampler '
+                        '(docs/equations.md#the-authors-inference)')
     args = p.parse_args(argv)
     if args.batch < 1:
         p.error('-b must be at least 1')
