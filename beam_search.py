@@ -1,4 +1,4 @@
-"""Decoding with compiled samplers (REFERENCE.md section 5).
+"""Decoding with compiled samplers (docs/equations.md#decoding-beam-search).
 
 Sampling, beam search and forced decoding over the ``f_init``/``f_next``
 pairs that ``nmt.build_sampler`` compiles.  Both are ``nmt.StepFunction``
@@ -10,12 +10,13 @@ One beam search serves every case: ``batch_beam_search`` decodes the columns
 of a padded batch at once, each sentence with its own beam (one ``f_next``
 call per model for all live hypotheses of all sentences; a sentence leaves
 the batch when its search ends), and gives for each sentence what the
-one-sentence search of section 5 gives; ``beam_search`` is its one-column
-case.  Several samplers form an ensemble: at each step the candidates are
-scored with the mean of the models' log-probabilities (as Nematus), each
-model carrying its own state.  Either sampler kind works (dl4mt's, or the
-batched one with the source mask and the precomputed ``pctx``): a step
-function takes from the values it is given the ones it names.
+one-sentence search of docs/equations.md#decoding-beam-search gives;
+``beam_search`` is its one-column case.  Several samplers form an
+ensemble: at each step the candidates are scored with the mean of the
+models' log-probabilities (as Nematus), each model carrying its own state.
+Either sampler kind works (dl4mt's, or the batched one with the source mask
+and the precomputed ``pctx``): a step function takes from the values it is
+given the ones it names.
 """
 import numpy
 
@@ -71,8 +72,8 @@ def _best_candidates(cand, n_best):
 
 
 class _Beam(object):
-    """The beam of one sentence (REFERENCE.md section 5): live hypotheses,
-    finished ones, and the steps left before maxlen."""
+    """The beam of one sentence (docs/equations.md#decoding-beam-search):
+    live hypotheses, finished ones, and the steps left before maxlen."""
 
     def __init__(self, k, maxlen):
         self.k, self.steps_left = k, maxlen
@@ -195,8 +196,9 @@ def ensemble_attention(outs):
 
 def batch_beam_search(samplers, x, x_mask, k, maxlen, suppress_unk=False,
                       keep_attention=True):
-    """The beam search of section 5 for every column of the padded batch x
-    (T x n; x_mask marks each sentence's ids, eos included).
+    """The beam search (docs/equations.md#decoding-beam-search) for every
+    column of the padded batch x (T x n; x_mask marks each sentence's ids,
+    eos included).
 
     samplers: [(f_init, f_next)] (several: an ensemble); maxlen: an int or one
     per sentence.  Returns, per sentence, what ``beam_search`` returns.

@@ -1,9 +1,9 @@
 """C ops for the hot spots of training and decoding on a CPU (the profiles
-are in README.md, "Speed"), each computing what the Theano graph it replaces
+are in docs/speed.md), each computing what the Theano graph it replaces
 computes, up to float32 rounding.
 
 ``attention(pctx, q, U_att, c_tt, cc, mask)``
-    The source attention of a decoder step (REFERENCE.md section 3).  Theano
+    The source attention of a decoder step (docs/equations.md#attention).  Theano
     evaluated tanh over T_src x n x 2*dim values (8 million at the papers'
     size) with glibc's scalar ``tanhf`` (up to 2 ulp from the correctly
     rounded value, ~40 ns a value here), again in the gradient, and made
@@ -133,7 +133,7 @@ static inline float nmt_dot(const float* a, const float* b, npy_intp n)
     return s;
 }
 
-/* Source attention of sample n (REFERENCE.md section 3): for each source
+/* Source attention of sample n (docs/equations.md#attention): for each source
    position i, y = tanh(pctx[i,n] + q[n]), e = y . U + c, a = exp(e) m[i,n],
    alpha = a / sum_i a; ctx[n] = sum_i alpha_i cc[i,n].  Rows with m = 0 get
    alpha = 0 without computing y.  T rows, N samples, k = len(q[n]), K2 =
@@ -230,7 +230,7 @@ static double nmt_attention_grad_sample(
     return gc_sum;
 }
 
-/* One Adadelta step in place (REFERENCE.md section 6), float32:
+/* One Adadelta step in place (docs/equations.md#adadelta), float32:
    Eg2 = rho Eg2 + (1 - rho) g^2; dx = -sqrt(Edx2 + eps) / sqrt(Eg2 + eps) g;
    Edx2 = rho Edx2 + (1 - rho) dx^2; p += dx */
 static void nmt_adadelta(float* p, float* eg2, float* edx2, const float* g,
@@ -954,7 +954,7 @@ def enabled():
 
 
 def attention(pctx, q, U_att, c_tt, cc, mask=None):
-    """The source attention (REFERENCE.md section 3) as one C op (Theano's
+    """The source attention (docs/equations.md#attention) as one C op (Theano's
     graph of it: layers.attention_graph): alpha = softmax over
     the source of (tanh(pctx + q) U_att + c_tt), masked (exp without max
     subtraction, times the mask, normalised, as the original computes);

@@ -1,4 +1,5 @@
-"""Parameter initialisers and symbolic layers (REFERENCE.md sections 2-4).
+"""Parameter initialisers and symbolic layers (docs/equations.md:
+Parameters, Forward pass, Residual decoders).
 
 Every layer is a pair of functions: ``param_init_X(options, params, prefix,
 ...)`` adds its arrays to the ordered ``params`` dict, and ``X_layer(tparams,
@@ -31,7 +32,7 @@ def _p(prefix, name):
 
 
 # --------------------------------------------------------------------------
-# initialisers (REFERENCE.md section 2)
+# initialisers (docs/equations.md#parameters)
 
 # shapes_only(): the initialisers return read-only zero-stride arrays, so that
 # a model's parameter shapes (and count) are known without allocating them or
@@ -143,7 +144,7 @@ def param_init_gru(options, params, prefix='gru', nin=None, dim=None):
 
 
 def gru_step(m_, x_, xx_, h_, U, Ux):
-    """One GRU transition (REFERENCE.md section 3, "GRU step").
+    """One GRU transition (docs/equations.md#gru).
 
     x_ = emb @ W + b and xx_ = emb @ Wx + bx are precomputed for all steps.
     """
@@ -240,7 +241,7 @@ def lstm_one_step(tparams, state_below, prefix, mask, states):
 
 
 # --------------------------------------------------------------------------
-# conditional GRU with attention (REFERENCE.md section 3)
+# conditional GRU with attention (docs/equations.md#conditional-gru)
 
 GRU_COND_SEQ_PARAMS = ['U', 'Wc', 'W_comb_att', 'U_att', 'c_tt', 'Ux', 'Wcx',
                        'U_nl', 'Ux_nl', 'b_nl', 'bx_nl']
@@ -397,7 +398,8 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
 
 
 # --------------------------------------------------------------------------
-# attention over previous target words / decoder states (REFERENCE.md sec. 4)
+# attention over previous target words / decoder states
+# (docs/equations.md#residual-decoders)
 #
 # Items y_j (words' embeddings, or decoder states) are scored against an
 # optional query q_t; K_j = y_j @ W_prev + b_prev is computed once per item.
@@ -523,7 +525,7 @@ def target_attention_step(tparams, prefix, scoring, items, keys, query_state=Non
 
 
 def prefix_mean(items, window):
-    """Mean of items[1..t] within the window (the mean residual, eq. 9/11).
+    """Mean of items[1..t] within the window (the mean residual, NAACL eq. 9).
 
     Row 0 (the zero embedding before the first word) is excluded; rows with no
     word yet get 0.
@@ -573,7 +575,7 @@ def param_init_residual(options, params, prefix, dim_word, dim_state, dim_ctx=No
 def residual_summary(tparams, options, prefix, emb, mask, state=None, ctx=None):
     """d_t of every row of the shifted embeddings (training graph).
 
-    Mean: eq. 9/11 over rows 1..t; attentive: eq. 10-12 over rows 0..t, the
+    Mean: NAACL eq. 9 over rows 1..t; attentive: eq. 10-13 over rows 0..t, the
     query (s_t or c_t, by the scoring) from ``state``/``ctx``.  Returns
     (d T x n x e, weights T x n x T or None for the mean).
     """
@@ -621,10 +623,11 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
     """Conditional GRU whose readout reads d_t, a summary of the previous words.
 
     The recurrence is the baseline's; d_t replaces y_{t-1} in ff_logit_prev
-    (NAACL eq. 5-7; mean: eq. 9/11; attentive: eq. 10-12).  Decoding carries
+    (NAACL eq. 8; mean: eq. 9; attentive: eq. 10-13).  Decoding carries
     'prev_embs' (row 0 is the zero embedding of the first step) and, for the
     attentive residual, their keys 'prev_keys'; with the authors' inference
-    (REFERENCE.md 5b) 'memory', 'memory_keys' and 'time' instead.
+    (docs/equations.md#the-authors-inference) 'memory', 'memory_keys' and
+    'time' instead.
     """
     out = gru_cond_layer(tparams, state_below, options, prefix, mask=mask,
                          context=context, one_step=one_step,
@@ -647,12 +650,13 @@ def gru_cond_residual_layer(tparams, state_below, options, prefix='decoder',
 
 
 def _authors_residual_step(tparams, options, out, emb, carry):
-    """d_t as the authors' sampler computes it (REFERENCE.md section 5b).
+    """d_t as the authors' sampler computes it
+    (docs/equations.md#the-authors-inference).
 
     M' = switch(time > 1, [M; emb], emb): an elementwise switch broadcasts
     both branches, so at time 1 (M = one zero row) M' is two zero rows.  The
     summary attends to the rows j < time of M' (with the model's scoring; for
-    'content', the authors' only one, exactly 5b) and the weights returned
+    'content', the authors' only one, exactly theirs) and the weights returned
     are those rows' (the authors' trailing 0 left out).  The keys of M' are
     carried beside it ('memory_keys', switched the same way).  Returns (d n x
     e, weights n x time, the new carry), as ``residual_summary_step``.
@@ -849,8 +853,8 @@ STATE_SCORINGS = ('content', 'content_scope')
 
 # How the sampler computes what the training graph computes (the 'inference'
 # option): 'training', the training graph's equations one step at a time, or
-# 'authors', what the authors' released sampler computes (REFERENCE.md 5b;
-# attentive residual decoder only).
+# 'authors', what the authors' released sampler computes
+# (docs/equations.md#the-authors-inference; attentive residual decoder only).
 INFERENCES = ('training', 'authors')
 TRAINING_INFERENCE, AUTHORS_INFERENCE = INFERENCES
 
@@ -874,7 +878,8 @@ Variant.__new__.__defaults__ = ((TRAINING_INFERENCE,),)
 Decoder = namedtuple('Decoder', 'name init apply variants aliases prefixes carried')
 
 
-# the authors' sampler (section 5b): M starts as one zero row, time at 1
+# the authors' sampler (docs/equations.md#the-authors-inference): M starts as
+# one zero row, time at 1
 AUTHORS_CARRIED = [Carried('memory', ('steps', 'hyps', 'dim_word'), rows=1),
                    Carried('memory_keys', ('steps', 'hyps', 'dim_word'), rows=1),
                    Carried('time', (), fill=1.)]
@@ -952,9 +957,11 @@ def variant_of(options):
     inference = options.get('inference', TRAINING_INFERENCE)
     if inference not in variant.inferences:
         raise ValueError('the %s decoder takes inference %s, not %r (the authors\' '
-                         'inference, REFERENCE.md 5b, is the attentive residual '
-                         'decoder\'s)' % (variant.name, ' or '.join(
-                             repr(i) for i in variant.inferences), inference))
+                         'inference is the attentive residual decoder\'s: '
+                         'docs/equations.md#the-authors-inference)' % (
+                             variant.name,
+                             ' or '.join(repr(i) for i in variant.inferences),
+                             inference))
     if not variant.scorings:
         return variant, None
     if options['att_scoring'] not in variant.scorings:

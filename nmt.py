@@ -3,7 +3,7 @@
 Model building (``init_params``, ``build_model``, ``build_sampler``),
 scoring (``pred_probs``) and the training loop (``train``), with dl4mt's
 names and signatures; ``gen_sample`` (beam_search.py) is re-exported.  The
-equations are those of ``../shared/spec/REFERENCE.md``; the layers and the
+equations are those of ``docs/equations.md``; the layers and the
 decoder registry live in ``layers.py``, the optimisers in ``optimizers.py``,
 the data in ``data_iterator.py``, the checkpoints in ``training_state.py``,
 the training loop (shared with language_model/lm.py) in ``training_loop.py``.
@@ -110,7 +110,7 @@ def check_options(options):
 # parameters
 
 def init_params(options):
-    """All parameters, in the original order (REFERENCE.md section 2)."""
+    """All parameters, in the original order (docs/equations.md#parameters)."""
     params = OrderedDict()
     dw, dim, ctxdim = options['dim_word'], options['dim'], 2 * options['dim']
     params['Wemb'] = layers.norm_weight(options['n_words_src'], dw)
@@ -182,7 +182,7 @@ def build_encoder(tparams, options, x, x_mask=None):
 
 
 def build_readout(tparams, options, dec, use_noise, trng, project=True):
-    """Logits from the decoder's outputs (REFERENCE.md section 3, readout);
+    """Logits from the decoder's outputs (docs/equations.md#readout);
     project=False: the layer below them (what output_layer projects).
 
     Without 'ctxs' in ``dec`` (language_model/lm.py's language model) the context term is
@@ -268,7 +268,8 @@ def training_graph(tparams, options):
 
 
 def regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask):
-    """mean(cost) + L2 + alignment regulariser (REFERENCE.md section 6)."""
+    """mean(cost) + L2 + alignment regulariser
+    (docs/equations.md#regularisers-and-clipping)."""
     total = cost.mean()
     if options.get('decay_c', 0.) > 0.:
         decay_c = theano.shared(numpy.float32(options['decay_c']), name='decay_c')

@@ -1,4 +1,4 @@
-"""Optimisers with dl4mt's interface (REFERENCE.md section 6).
+"""Optimisers with dl4mt's interface (docs/equations.md#adadelta).
 
 ``OPT(lr, tparams, grads, inputs, cost)`` returns ``(f_grad_shared,
 f_update)``: the first computes the cost and stores what the update needs,
@@ -56,7 +56,7 @@ def _no_update(lr):
 
 def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
              rho=0.95, eps=1e-6, mode=None):
-    """Adadelta (Zeiler 2012), REFERENCE.md section 6; lr is unused."""
+    """Adadelta (Zeiler 2012), docs/equations.md#adadelta; lr is unused."""
     params = list(tparams.values())
     running_up2 = _accumulators(tparams, 'rup2', state)
     running_grads2 = _accumulators(tparams, 'rgrad2', state)

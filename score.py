@@ -4,10 +4,10 @@
         [-d DICT_SRC DICT_TRG] [--inference training|authors]
 
 The cost of a pair is -log p(target | source) summed over the target tokens
-and the final eos, with dropout off (REFERENCE.md section 3), exactly what
+and the final eos, with dropout off (docs/equations.md#cost), exactly what
 the training graph's f_log_probs returns.  With ``--inference authors`` (an
 attentive residual model) the pairs are decoded instead, forced, through the
-authors' sampler (REFERENCE.md 5b), whose costs are those of their
+authors' sampler (docs/equations.md#the-authors-inference), whose costs are those of their
 translate.py.  The dictionaries default to those named in the model's
 options.  OUTPUT ('-' = stdout) appears only once every pair is scored.
 """
@@ -104,8 +104,8 @@ def parse_args(argv):
     p.add_argument('--inference', choices=layers.INFERENCES,
                    default=layers.TRAINING_INFERENCE,
                    help='training: the training graph\'s cost (default); authors: '
-                        'forced decoding through the authors\' sampler (REFERENCE.md 5b, '
-                        'attentive residual models)')
+                        'forced decoding through the authors\' sampler (attentive '
+                        'residual models; docs/equations.md#the-authors-inference)')
     args = p.parse_args(argv)
     if args.batch < 1:
         p.error('-b must be at least 1')

@@ -1,23 +1,24 @@
-"""Translate a file with beam search (REFERENCE.md section 5).
+"""Translate a file with beam search (docs/equations.md#decoding-beam-search).
 
     python translate.py [-k K] [-n] [-p P] [--batch-size B] [options]
         MODEL DICT_SRC DICT_TRG SOURCE SAVETO
 
 SOURCE and SAVETO may be '-' (stdin / stdout).  Sentences are sorted by
 length and decoded in batches (``--batch-size``), each sentence with its own
-beam: the translations are those of the one-sentence search of section 5,
+beam: the translations are those of the one-sentence search of that section,
 written in input order.  P worker processes (``-p``) each build their own
 samplers and take batches in turn.  ``--ensemble MODEL2`` decodes several
 models together (their log-probabilities averaged at each step).  The
 attentive residual decoder decodes with ``--inference``: the authors'
-sampler (REFERENCE.md 5b, the default for files whose options say
-``decoder='gru_cond_att'``) or the training graph's summary (section 4, the
-default for every other file).  ``--n-best``, ``--print-scores`` and
+sampler (docs/equations.md#the-authors-inference; the default for files
+whose options say ``decoder='gru_cond_att'``) or the training graph's
+summary (docs/equations.md#attentive-residual; the default for every other
+file).  ``--n-best``, ``--print-scores`` and
 ``--print-word-probabilities`` change what SAVETO holds; ``--alignments
 FILE`` also writes, one JSON object a line, the attention over the source and
 (for the residual, memory and self-attentive decoders) over previous words or
 states.  Progress goes to stderr.  No output file appears unless every line
-is translated.  The formats are in README.md, "Translating".
+is translated.  The formats are in docs/translation.md#formats.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
@@ -259,8 +260,9 @@ def parse_args(argv):
                    help='longest translation in tokens (default 200)')
     p.add_argument('--inference', choices=layers.INFERENCES,
                    help='how the attentive residual decoder computes its summary of '
-                        'the previous words: "authors", their sampler (REFERENCE.md 5b), '
-                        'or "training", the training graph\'s (default: authors for '
+                        'the previous words: "authors", their sampler, or "training", '
+                        'the training graph\'s (docs/equations.md#the-authors-inference; '
+                        'default: authors for '
                         'files whose options say decoder=gru_cond_att, else training)')
     p.add_argument('--ensemble', action='append', default=[], metavar='MODEL2',
                    help='another model decoded together with MODEL (log-probabilities '

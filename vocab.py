@@ -1,4 +1,4 @@
-"""Words to ids and back (REFERENCE.md section 1).
+"""Words to ids and back (docs/equations.md#vocabularies-and-batches).
 
 The one mapping the whole project uses: a word missing from the dictionary,
 or whose id is ``>= n_words`` when ``n_words > 0``, becomes 1 (UNK), as the

@@ -10,10 +10,10 @@ One JSON object a line::
 Row t (0-based) of each matrix is the prediction of output token t.
 ``previous_attention[t]`` holds t+1 weights over *items*:
 
-* training inference (the training graph, REFERENCE.md section 4): item 0 is
+* training inference (the training graph, docs/equations.md#attentive-residual): item 0 is
   the start (the zero embedding, or s_init for the memory and self-attentive
   RNNs) and item j >= 1 stands for output token j-1;
-* the authors' inference (REFERENCE.md section 5b): items 0 and 1 are both
+* the authors' inference (docs/equations.md#the-authors-inference): items 0 and 1 are both
   start rows and item j >= 2 stands for output token j-2, so the token just
   before the prediction is never visible.
 

@@ -61,7 +61,8 @@ def parse_args(argv):
     p.add_argument('--inference', choices=layers.INFERENCES,
                    default=layers.TRAINING_INFERENCE,
                    help='as score.py: the training graph\'s cost (default), or forced '
-                        'decoding through the authors\' sampler (REFERENCE.md 5b)')
+                        'decoding through the authors\' sampler '
+                        '(docs/equations.md#the-authors-inference)')
     args = p.parse_args(argv)
     if args.batch < 1:
         p.error('-b must be at least 1')

@@ -21,8 +21,8 @@ train      builds the training graph exactly as ``nmt.train`` does (the C ops
 translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
            initialised model (dl4mt's and the batched one) and translates the
            same N random source sentences twice in one run: with the
-           one-sentence search of REFERENCE.md section 5 (``beam_search.
-           beam_search``, dl4mt's sampler) and with the batched search
+           one-sentence search (docs/equations.md#decoding-beam-search;
+           ``beam_search.beam_search``, dl4mt's sampler) and with the batched search
            (``batch_beam_search`` over length-sorted batches of
            ``--batch-size`` sentences, the batched sampler), beam 12, maxlen
            = 2 x source length, picking the best hypothesis with the
@@ -426,7 +426,8 @@ def _timed(label, run, n_sentences):
 
 
 def _search_single(sampler, sources):
-    """The one-sentence search (REFERENCE.md section 5) of every source."""
+    """The one-sentence search (docs/equations.md#decoding-beam-search) of
+    every source."""
     import beam_search
     best = []
     for i, words in enumerate(sources):
@@ -551,8 +552,8 @@ def bench_translate(config, decoder, n_sentences, seed, batch_size, processes=1,
         ('sentences_reaching_maxlen', reached_maxlen),
         ('note', 'random untrained model: it almost never emits eos, so most '
                  'hypotheses run to maxlen = 2 x source length; normalised-score '
-                 'pick; the one-sentence search is REFERENCE.md section 5 with '
-                 "dl4mt's sampler, the batched one uses the batched sampler"),
+                 'pick; the one-sentence search (docs/equations.md#decoding-beam-search) '
+                 "uses dl4mt's sampler, the batched one the batched sampler"),
         ('peak_rss_mb', peak_rss_mb()),
         ('original_style', False),
         ('options', reported_options(options)),

@@ -1,8 +1,8 @@
-"""An independent NumPy reading of /work/shared/spec/REFERENCE.md.
+"""An independent NumPy implementation of what docs/equations.md states.
 
-Written from the specification page only (not from the project's Theano code),
-as plainly as possible: every recurrence is a Python ``for`` loop over time
-steps, the windowed target-side attentions loop over samples and window rows.
+Written apart from the project's Theano code, and as plainly as possible:
+every recurrence is a Python ``for`` loop over time steps, the windowed
+target-side attentions loop over samples and window rows.
 Nothing here is fast; it is meant to be obviously right.
 
 Everything is dtype-generic: the computation runs in the dtype of the
@@ -54,7 +54,8 @@ def decoder_variant(options):
 
 
 # ---------------------------------------------------------------------------
-# parameter shapes (section 2 plus the variants), for shape / count checks
+# parameter shapes (docs/equations.md#parameters, with the decoders' additions),
+# for shape / count checks
 # ---------------------------------------------------------------------------
 def param_shapes(options):
     e, d = options['dim_word'], options['dim']
@@ -129,7 +130,7 @@ def count_params(shapes):
 
 
 # ---------------------------------------------------------------------------
-# section 1: batches
+# docs/equations.md#vocabularies-and-batches
 # ---------------------------------------------------------------------------
 def prepare_data(seqs_x, seqs_y, maxlen=None):
     """Time-major padded matrices and masks (len + 1 rows of ones)."""
@@ -160,7 +161,7 @@ def prepare_data(seqs_x, seqs_y, maxlen=None):
 
 
 # ---------------------------------------------------------------------------
-# section 3: GRU, encoder, initial state
+# docs/equations.md#forward-pass: GRU, encoder, initial state
 # ---------------------------------------------------------------------------
 def gru_step(U, Ux, x_, xx_, h_prev, m):
     """One GRU step; ``m`` is this step's mask (n,)."""
@@ -211,7 +212,7 @@ def init_state(params, ctx, x_mask=None):
 
 
 # ---------------------------------------------------------------------------
-# section 3: conditional GRU with attention, readout
+# docs/equations.md#forward-pass: conditional GRU with attention, readout
 # ---------------------------------------------------------------------------
 def cond_gru_step(params, emb_t, m, s_prev, ctx, pctx, x_mask):
     """One decoder step.  Returns (s, c, alpha) with alpha T_src x n."""
@@ -396,7 +397,7 @@ def cost_per_sentence(params, options, x, x_mask, y, y_mask):
 
 
 # ---------------------------------------------------------------------------
-# section 6: regularisers, clipping, Adadelta
+# docs/equations.md: regularisers, clipping, Adadelta
 # ---------------------------------------------------------------------------
 def l2_term(params, decay_c):
     """decay_c * sum over all parameters of sum(p^2)."""
@@ -422,7 +423,8 @@ def alignment_term(dec_alphas, x_mask, y_mask, alpha_c):
 
 
 def training_cost(params, options, x, x_mask, y, y_mask):
-    """mean per-sentence cost + L2 + alignment regulariser (section 6)."""
+    """mean per-sentence cost + L2 + alignment regulariser
+    (docs/equations.md#regularisers-and-clipping)."""
     costs, dec_alphas, _ = cost_per_sentence(params, options, x, x_mask, y, y_mask)
     cost = costs.mean()
     cost = cost + l2_term(params, options.get('decay_c', 0.))
@@ -462,7 +464,7 @@ def adadelta_step(params, grads, Eg2, Edx2, rho=0.95, eps=1e-6):
 
 
 # ---------------------------------------------------------------------------
-# section 5: decoding
+# docs/equations.md#decoding-beam-search
 # ---------------------------------------------------------------------------
 def make_sampler(params, options):
     """NumPy f_init / f_next for the BASELINE decoder (dl4mt signatures)."""
@@ -492,12 +494,14 @@ def make_sampler(params, options):
 
 
 def beam_search(f_init, f_next, x, k=1, maxlen=30, memory=None):
-    """Beam search of section 5 for one sentence (x: T x 1).
+    """Beam search (docs/equations.md#decoding-beam-search) for one
+    sentence (x: T x 1).
 
     f_init(x) -> [state (1 x d), ctx (T x 1 x c)];
     f_next(y_prev, ctx, state) -> [probs (live x V), anything, next_state, ...].
-    With a memory (the authors' gen_sample, section 5b: one zero row, 1 x 1 x
-    e), f_next also takes the memory M (rows x live x e) and the step counter,
+    With a memory (the authors' gen_sample,
+    docs/equations.md#the-authors-inference: one zero row, 1 x 1 x e),
+    f_next also takes the memory M (rows x live x e) and the step counter,
     and returns M' after next_state; M' is reordered with the hypotheses;
     time starts at 1 and grows by 1 after each step.
     Returns (samples, scores), unnormalised, finished hypotheses first in the
@@ -563,15 +567,18 @@ def best_hypothesis(samples, scores, normalise=False):
 
 
 # ---------------------------------------------------------------------------
-# section 5b: the authors' sampler (attentive residual decoder)
+# the authors' sampler (attentive residual decoder),
+# docs/equations.md#the-authors-inference
 # ---------------------------------------------------------------------------
 def make_authors_sampler(params, options):
-    """NumPy f_init / f_next of the authors' released sampler (section 5b).
+    """NumPy f_init / f_next of the authors' released sampler
+    (docs/equations.md#the-authors-inference).
 
     f_next(y_prev, ctx, state, M, time) -> [probs, sample, next_state, M',
     weights (n x time+1, the last entry 0), alpha (T_src x n)].  The scores
-    use the model's att_scoring with this step's state and context (5b writes
-    the authors' 'content' scoring; the others follow section 4's formulas).
+    use the model's att_scoring with this step's state and context (the
+    authors' code has the 'content' scoring; the others follow
+    docs/equations.md#other-scorings).
     """
     kind, scoring = decoder_variant(options)
     assert kind == 'attentive'

@@ -1,11 +1,11 @@
-"""The authors' inference (REFERENCE.md section 5b) against the NumPy
-reference of 5b (numpy_reference.make_authors_sampler).
+"""The authors' inference (docs/equations.md#the-authors-inference) against the NumPy
+reference of it (numpy_reference.make_authors_sampler).
 
 On tiny models: per-step probabilities, the carried memory M' and the
 attention rows of the project's f_next (dl4mt's sampler and the batched one,
 over a padded batch); greedy and beam translations (k = 1, 5, 5 -n, 12 -n),
 their whole final beams and alignment rows; the forced-decoding scorer; and
-that it is not the training-consistent summary of section 4.
+that it is not the training-consistent summary (docs/equations.md#attentive-residual).
 """
 import numpy as np
 import pytest

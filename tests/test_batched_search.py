@@ -2,7 +2,7 @@
 
 1. On every decoder configuration: the batched search over a padded batch
    (the batched sampler: source mask, precomputed pctx) gives, sentence by
-   sentence, the one-sentence search of REFERENCE.md section 5 (dl4mt's
+   sentence, the one-sentence search of docs/equations.md#decoding-beam-search (dl4mt's
    sampler, one sentence at a time): the same hypotheses in the same order
    with the same scores, for k = 1, 3, 5, with and without -n, sources of
    different lengths and per-sentence maxlen; and every score is the NumPy
@@ -112,7 +112,7 @@ def test_ensemble_of_two_baselines_against_numpy(get_model):
 
 def test_ensemble_of_different_decoders(get_model):
     """Each model carries its own state; a hypothesis' score is the mean of
-    the models' costs of it (section 5 per model, 5b for gru_cond_att)."""
+    the models' costs of it (per model; the authors' inference for gru_cond_att)."""
     models = [get_model(n) for n in ('baseline', 'attentive', 'memory', 'gru_cond_att')]
     x, x_mask = beam_search.padded_batch(SOURCES)
     beams = beam_search.batch_beam_search([m.batched_sampler() for m in models],

@@ -1,4 +1,4 @@
-"""Beam search (REFERENCE.md section 5).
+"""Beam search (docs/equations.md#decoding-beam-search).
 
 1. A hand-checkable case: fake numpy f_init/f_next over a 4-word vocabulary
    (0 = eos, 1, 2, 3), run through both the reference beam search and the

@@ -65,7 +65,8 @@ def test_carried_tensors_follow_the_options(nmt_module):
     assert carried(decoder='gru_cond_residual', residual='attentive') == [
         ('prev_embs', ('steps', 'hyps', 'dim_word')),
         ('prev_keys', ('steps', 'hyps', 'dim_word'))]
-    # the authors' alias decodes with their inference (REFERENCE.md 5b)
+    # the authors' alias decodes with their inference
+    # (docs/equations.md#the-authors-inference)
     assert carried(decoder='gru_cond_att') == [
         ('memory', ('steps', 'hyps', 'dim_word')),
         ('memory_keys', ('steps', 'hyps', 'dim_word')), ('time', ())]

@@ -1,0 +1,143 @@
+"""The documents: every relative link of README.md and docs/*.md reaches an
+existing file (and, with a #fragment into a Markdown file, one of its
+headings); every citation docs/equations.md#SECTION in the project names a
+heading of that page; and no project file names a path that a clone does not
+have (the spec outside the repository, or an absolute path of a machine)."""
+import os
+import re
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, 'docs')
+EQUATIONS = os.path.join(DOCS, 'equations.md')
+
+# Built from pieces so that this file does not name them itself.
+FORBIDDEN = [
+    '..' + '/shared',            # the spec folder outside the repository
+    'REFERENCE' + '.md',         # its page
+    '/' + 'work/',               # the work tree of the machine it was written on
+]
+# Text files of the project that the scan reads.
+TEXT_SUFFIXES = ('.py', '.md', '.sh', '.txt', '.ini', '.cfg', '.toml', '.json', '.yml',
+                 '.yaml')
+# .gitignore holds patterns relative to the repository root (its 'work' line
+# is a folder of the clone), not paths of a machine.
+NOT_SCANNED = {'.gitignore'}
+SKIP_DIRS = {'.git', '.venv', '__pycache__', '.pytest_cache', 'demo_output', 'runs',
+             'lm_experiment_output', '.whl', '.gl', '.gpubundle', 'work'}
+
+LINK = re.compile(r'!?\[[^\]]*\]\(([^)\s]+)\)')
+CITATION = re.compile(r'docs/equations\.md#([a-z0-9_-]+)')
+
+
+def documents():
+    return [os.path.join(ROOT, 'README.md')] + sorted(
+        os.path.join(DOCS, name) for name in os.listdir(DOCS) if name.endswith('.md'))
+
+
+def slug(heading):
+    """GitHub's anchor of a Markdown heading."""
+    text = heading.strip().lower()
+    text = re.sub(r'[^\w\- ]', '', text)
+    return text.replace(' ', '-')
+
+
+def anchors(path):
+    """The anchors of a Markdown file's headings (code blocks skipped;
+    repeated headings get -1, -2, ... as on GitHub)."""
+    seen, out, in_code = {}, set(), False
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            if line.startswith('```'):
+                in_code = not in_code
+                continue
+            m = None if in_code else re.match(r'#{1,6} (.+)', line)
+            if m:
+                base = slug(m.group(1))
+                n = seen.get(base, 0)
+                seen[base] = n + 1
+                out.add(base if n == 0 else '%s-%d' % (base, n))
+    return out
+
+
+def without_code(text):
+    """Markdown text without its fenced code blocks and inline code."""
+    text = re.sub(r'^```.*?^```', '', text, flags=re.S | re.M)
+    return re.sub(r'`[^`\n]*`', '', text)
+
+
+def project_files():
+    """The project's files: git's tracked and untracked-but-not-ignored files
+    when this is a git work tree, else a walk that skips outputs."""
+    try:
+        out = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard', '-z'],
+                             cwd=ROOT, capture_output=True, check=True).stdout
+        names = [n for n in out.decode('utf-8').split('\0') if n]
+        if names:
+            return [os.path.join(ROOT, n) for n in names
+                    if os.path.isfile(os.path.join(ROOT, n))]
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    files = []
+    for top, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        files += [os.path.join(top, n) for n in names]
+    return files
+
+
+@pytest.mark.parametrize('doc', documents(), ids=lambda p: os.path.relpath(p, ROOT))
+def test_relative_links_reach_files_and_headings(doc):
+    with open(doc, encoding='utf-8') as f:
+        text = without_code(f.read())
+    broken = []
+    for m in LINK.finditer(text):
+        target = m.group(1)
+        if re.match(r'[a-z]+:', target):        # http:, https:, mailto:
+            continue
+        path, _, fragment = target.partition('#')
+        full = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+        if not os.path.exists(full):
+            broken.append('%s (no such file)' % target)
+        elif fragment and full.endswith('.md') and fragment not in anchors(full):
+            broken.append('%s (no such heading)' % target)
+    assert not broken, '%s: %s' % (os.path.relpath(doc, ROOT), '; '.join(broken))
+
+
+def test_equation_citations_name_headings():
+    sections = anchors(EQUATIONS)
+    bad = []
+    for path in project_files():
+        if not path.endswith(('.py', '.md', '.sh')):
+            continue
+        with open(path, encoding='utf-8', errors='replace') as f:
+            for number, line in enumerate(f, 1):
+                for section in CITATION.findall(line):
+                    if section not in sections:
+                        bad.append('%s:%d: #%s' % (os.path.relpath(path, ROOT), number,
+                                                   section))
+    assert not bad, 'citations of missing sections of docs/equations.md: ' + ', '.join(bad)
+
+
+def test_no_file_names_paths_outside_the_clone():
+    found = []
+    for path in project_files():
+        name = os.path.basename(path)
+        if name in NOT_SCANNED or not name.endswith(TEXT_SUFFIXES) and '.' in name:
+            continue
+        try:
+            with open(path, encoding='utf-8') as f:
+                text = f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for bad in FORBIDDEN:
+            if bad in text:
+                found.append('%s names %s' % (os.path.relpath(path, ROOT), bad))
+    assert not found, '; '.join(found)
+
+
+def test_readme_is_an_entry_point():
+    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+        lines = f.read().split('\n')
+    assert len(lines) <= 300, 'README.md has %d lines: details belong in docs/' % len(lines)
