@@ -290,9 +290,10 @@ class TrainingLoop(object):
         """The end of the run: after a signal, the command ends (its
         checkpoint is written); otherwise the best parameters go into the
         model file.  Returns the final validation cost."""
-        self.log.write('stop', self.state, reason=reason, message=self._stop_message(reason))
+        message = self._stop_message(reason)
+        self.log.write('stop', self.state, reason=reason, message=message)
         if reason == 'signal':
-            raise Interrupted(self.requests.signum, self._stop_message(reason))
+            raise Interrupted(self.requests.signum, message)
         if self.state.best_params is not None:
             zipp(self.state.best_params, self.model.tparams)
         valid_err = None

@@ -50,7 +50,7 @@ from demo import toy_corpus  # noqa: E402
 from bleu import corpus_bleu_tokenized  # noqa: E402
 import cli  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
-from model_io import count_archive_params, load_json, write_json  # noqa: E402
+from model_io import count_archive_params, load_json, remove_if_there, write_json  # noqa: E402
 from stop_requests import stop_path  # noqa: E402
 from text_io import read_lines  # noqa: E402
 from training_log import LogReader, log_path  # noqa: E402
@@ -63,7 +63,7 @@ DEFAULT_MODELS = ('baseline', 'attentive')
 DEMO_THEANO_FLAGS = 'optimizer=fast_compile'
 # BLAS and OpenMP threads of each process (--threads): two processes side by
 # side on the project's 2-core machine ran faster with 1 each than with 2
-# (docs/training.md, "The demo's timing")
+# (docs/demo.md, "Threads per process")
 DEFAULT_THREADS = 1
 
 _print_lock = threading.Lock()
@@ -269,8 +269,7 @@ def train(args, run, data, children):
     # always start afresh
     for path in (run['model'], run['model'] + '.json', run['model'] + '.pkl',
                  resume_path(run['model']), log_path(run['model']), stop_path(run['model'])):
-        if os.path.exists(path):
-            os.remove(path)
+        remove_if_there(path)
     with open(run['output'], 'w') as output:   # what nmt.py prints, for its errors
         proc = children.start(train_command(args, run, data), stdout=output,
                               stderr=subprocess.STDOUT)
