@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One-time set-up on a fresh machine: g++, OpenBLAS and a CJK font (Debian), the virtual
-# environment .venv with the pinned packages, and a check that Theano imports.
+# One-time set-up on a fresh machine: g++, OpenBLAS, Open MPI and a CJK font (Debian), the
+# virtual environment .venv with the pinned packages, and a check that Theano imports.
 # Safe to run again: it only installs what is missing.
 #
 #   bash setup.sh                  the CPU set-up
@@ -47,11 +47,24 @@ any_file /usr/lib/*/openblas-pthread/libopenblas.so* \
 any_file /usr/share/fonts/truetype/wqy/wqy-*.tt? /usr/share/fonts/opentype/noto/NotoSansCJK* \
     || apt_install fonts-wqy-microhei "analysis/analyze.py figures will show Chinese words as boxes"
 
+# Open MPI for the training and translation over several workers (docs/distributed.md):
+# mpirun, and mpicc with the headers that mpi4py (requirements.txt) is built with.
+command -v mpirun >/dev/null 2>&1 \
+    || apt_install openmpi-bin "mpirun -np N (several workers) will not run"
+command -v mpicc >/dev/null 2>&1 \
+    || apt_install libopenmpi-dev "mpi4py cannot be built: no runs over several workers"
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt \
+REQUIREMENTS=requirements.txt
+if ! command -v mpicc >/dev/null 2>&1; then   # mpi4py builds with mpicc: everything else
+    echo "setup: no mpicc: mpi4py left out (runs over several workers need it)" >&2
+    REQUIREMENTS=.venv/requirements-without-mpi.txt
+    grep -v '^mpi4py' requirements.txt > "$REQUIREMENTS"
+fi
+if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS" \
         2> >(grep -v "^WARNING: Location" >&2); then
     echo "setup: pip install -r requirements.txt failed" >&2
     exit 1
