@@ -32,6 +32,7 @@ import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
 import cli
+import distributed
 import fast_ops
 import layers
 from layers import get_layer, dropout_layer
@@ -653,7 +654,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(cli.arguments(argv))
-    return cli.run(lambda: train(**args))
+    return distributed.run(lambda: train(**args))
 
 
 if __name__ == '__main__':

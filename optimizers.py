@@ -166,7 +166,32 @@ def training_functions(options, tparams, inputs, cost, state=None, fused=True, m
     of the project (nmt.py, language_model/lm.py, speed/benchmark.py, the
     tests) is built here.  Adadelta is fused unless ``fused`` is False and
     compiled with ``mode``; ``state`` receives the accumulators."""
-    grads = clip_gradients(tensor.grad(cost, wrt=list(tparams.values())), options['clip_c'])
+    grads = tensor.grad(cost, wrt=list(tparams.values()))
+    return _optimizer(options, tparams, grads, inputs, cost, state, fused, mode)
+
+
+def _optimizer(options, tparams, grads, inputs, cost, state, fused, mode):
     extra = {'fused': fused, 'mode': mode} if options['optimizer'] == 'adadelta' else {}
-    return OPTIMIZERS[options['optimizer']](tensor.scalar(name='lr'), tparams, grads,
-                                            inputs, cost, state=state, **extra)
+    return OPTIMIZERS[options['optimizer']](
+        tensor.scalar(name='lr'), tparams, clip_gradients(grads, options['clip_c']),
+        inputs, cost, state=state, **extra)
+
+
+def gradient_function(tparams, inputs, cost, mode=None):
+    """f(*inputs) -> [cost] + the gradients of ``cost`` (not clipped): a
+    worker's part of a data-parallel update (docs/distributed.md)."""
+    grads = tensor.grad(cost, wrt=list(tparams.values()))
+    return theano.function(inputs, [cost] + grads, name='worker_gradients', mode=mode)
+
+
+def update_from_gradients(options, tparams, state=None, fused=True, mode=None):
+    """(f_grad_shared, f_update) as ``training_functions``', but
+    f_grad_shared takes the whole batch's gradients and cost (one value per
+    parameter, then the cost, which it returns) in place of the batch: the
+    workers' summed gradients are clipped here, after the sum, as one
+    process clips the gradient of the whole batch
+    (docs/equations.md#regularisers-and-clipping)."""
+    grads = [tensor.TensorType(p.dtype, p.broadcastable)(name=k + '_whole_batch_grad')
+             for k, p in tparams.items()]
+    cost = tensor.scalar(name='whole_batch_cost', dtype='float32')
+    return _optimizer(options, tparams, grads, grads + [cost], cost, state, fused, mode)

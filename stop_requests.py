@@ -14,7 +14,8 @@ With several workers (one process per worker, each with its own
 ``StopRequests``), the decision is a value that the workers combine once per
 update (any worker's request stops all of them after the same update), so
 that they agree on the update whose checkpoint is written
-(docs/training.md, "Stopping a run").
+(docs/training.md, "Stopping a run"; ``TrainingLoop._agreed_reason``).
+Rank 0 alone watches the stop file; every worker handles the signals.
 """
 import os
 import signal
@@ -33,15 +34,16 @@ def signal_name(signum):
 class StopRequests(object):
     """The stop requests of the run that writes ``saveto``."""
 
-    def __init__(self, saveto):
+    def __init__(self, saveto, watch_file=True):
         self.stop_file = stop_path(saveto)
+        self.watch_file = watch_file
         self.signum = None
         self.previous = {}
 
     def install(self):
         """Handle SIGTERM and SIGINT from now on; a stop file left by an
         earlier run is removed."""
-        if os.path.exists(self.stop_file):
+        if self.watch_file and os.path.exists(self.stop_file):
             os.remove(self.stop_file)
         for signum in SIGNALS:
             self.previous[signum] = signal.signal(signum, self._handle)
@@ -63,7 +65,7 @@ class StopRequests(object):
         """'signal', 'stop_file' or None."""
         if self.signum is not None:
             return 'signal'
-        if os.path.exists(self.stop_file):
+        if self.watch_file and os.path.exists(self.stop_file):
             os.remove(self.stop_file)
             return 'stop_file'
         return None

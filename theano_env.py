@@ -15,7 +15,9 @@ imports this module first; the user sets nothing by hand.  What it fixes:
 * threads: BLAS (OpenBLAS, MKL) and the OpenMP loops of fast_ops use every
   core this process may run on (training at the papers' size: 1.5x faster
   on 2 cores than on one); worker processes that share the cores
-  (translate.py -p, speed/benchmark.py --processes) call ``limit_threads(1)``.
+  (translate.py -p, speed/benchmark.py --processes) call ``limit_threads(1)``;
+  the MPI workers on one machine (``mpirun -np N``, distributed.py) take
+  an equal share of its cores each.
   OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE).
 * float32, and a compile cache whose name does not depend on the kernel
   version, so that it survives reboots.
@@ -42,6 +44,8 @@ import sys
 import sysconfig
 import warnings
 
+import distributed
+
 # Theano 1.1.2 triggers these with numpy 1.23 / Python 3.11; they are noise.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -59,7 +63,7 @@ def usable_cores():
 
 
 for _var in THREAD_VARIABLES:
-    os.environ.setdefault(_var, str(usable_cores()))
+    os.environ.setdefault(_var, str(max(1, usable_cores() // distributed.local_workers())))
 # OpenMP's threads sleep when idle instead of spinning: OpenBLAS's threads
 # run between the ops (spinning, they took the cores from BLAS: the
 # one-sentence search was 1.4x slower on 2 threads)

@@ -15,6 +15,14 @@ whether it should stop (``stop_requests.py``): the stop file ends the run as
 ``finish_after`` does; SIGTERM or SIGINT end it with a checkpoint of that
 update and ``cli.Interrupted`` (exit status 143 or 130).
 
+Under MPI (``mpirun -np N``, docs/distributed.md) every worker runs this
+loop on the same batches: each computes the gradients of its share of the
+batch, the workers sum them and apply the same update
+(``data_parallel.py``); rank 0 alone validates, prints samples, writes the
+checkpoints and the training log and holds the model's lock; the workers
+agree on the reason to stop once per update (any worker's stop request
+stops all after the same update).
+
 A subclass builds, in its ``__init__``, ``self.options`` (the run's options),
 ``self.model_options`` (what is saved with the model), ``self.train_it`` and
 ``self.valid_it`` (a data iterator with ``position``/``restore``, and None
@@ -32,7 +40,9 @@ import numpy
 import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 
+import distributed
 from cli import CommandError, Interrupted
+from data_parallel import GradientExchange, compile_data_parallel
 from model_io import load_archive_extras, load_params
 from optimizers import training_functions
 from progress import format_duration
@@ -60,8 +70,9 @@ def unzip(tparams):
     return OrderedDict((k, v.get_value()) for k, v in tparams.items())
 
 
-# inputs: the arrays f_grad_shared takes; sentences and words: the batch's
-# counts for the rates (words: the target rows the cost covers)
+# inputs: the arrays f_grad_shared takes, sentences along axis 1 (the
+# workers of a data-parallel run split them there); sentences and words: the
+# batch's counts for the rates (words: the target rows the cost covers)
 Prepared = namedtuple('Prepared', 'inputs sentences words')
 
 
@@ -82,9 +93,20 @@ class Compiled(object):
         self.opt_state = OrderedDict()
         print('Building optimizer (compiling; minutes at the papers\' size)')
         t0 = time.time()
-        self.f_grad_shared, self.f_update = training_functions(
-            options, self.tparams, inputs, cost, state=self.opt_state)
+        if distributed.world().size > 1:
+            (self.f_worker_gradients, self.f_grad_shared,
+             self.f_update) = compile_data_parallel(options, self.tparams, inputs, cost,
+                                                    self.opt_state)
+        else:
+            self.f_grad_shared, self.f_update = training_functions(
+                options, self.tparams, inputs, cost, state=self.opt_state)
         print('Compiled in %.1f s' % (time.time() - t0))
+
+    def seed_worker_streams(self, rank):
+        """Worker ``rank``'s own dropout noise: its random streams seeded
+        with 1234 + rank (rank 0 keeps the one-process seed, 1234)."""
+        if rank > 0:
+            self.trng.seed(1234 + rank)
 
     def rng_states(self):
         """The shared states of the dropout/sampling random streams."""
@@ -119,20 +141,36 @@ class TrainingLoop(object):
         """Before anything slow (loading the data, compiling): this process
         becomes the one run that writes the model (run_lock, which is also
         the check that the model's folder takes files), and a resume file
-        that cannot be used stops the run now, not after compiling."""
-        self.lock = ModelLock(self.options['saveto'])
+        that cannot be used stops the run now, not after compiling.  Several
+        workers first check that they were started alike; rank 0 holds the
+        lock."""
+        self.world = distributed.world()
+        self.world.check_same(distributed.fingerprint(self.options))
+        self.lock = ModelLock(self.options['saveto']) if self.world.is_root else None
         self.resuming = (reloading and not self.options['reload_model_only']
                          and usable_resume_file(self.options['saveto']))
 
     def start(self, reloading):
         """The state (restored when reloading), the progress meter, the
-        training log and the stop requests."""
+        training log and the stop requests; with several workers, every
+        worker's parameters and optimizer state are rank 0's."""
+        self.model.seed_worker_streams(self.world.rank)
         self.state = self._restore() if reloading else TrainingState()
         self.progress = Progress(self.options['finish_after'],
                                  self.options['max_epochs'] - self.state.epoch,
                                  self.train_it.lines_total)
-        self.log = TrainingLog(self.options['saveto'])
-        self.requests = StopRequests(self.options['saveto'])
+        self.log = TrainingLog(self.options['saveto']) if self.world.is_root else NoLog()
+        self.requests = StopRequests(self.options['saveto'], self.world.is_root)
+        self.exchange = None
+        if self.world.size > 1:
+            self._same_values_everywhere()
+            self.exchange = GradientExchange(self.world, self.model)
+
+    def _same_values_everywhere(self):
+        shared = list(self.model.tparams.values()) + list(self.model.opt_state.values())
+        values = self.world.broadcast_arrays([s.get_value() for s in shared])
+        for s, v in zip(shared, values):
+            s.set_value(v)
 
     def _restore(self):
         m = self.model
@@ -140,7 +178,7 @@ class TrainingLoop(object):
             print('No optimizer state: the optimizer starts fresh')
             return TrainingState(**load_archive_extras(self.options['saveto']))
         state = load_checkpoint(self.options['saveto'], m.tparams, m.opt_state,
-                                m.rng_states())
+                                m.rng_states(), self.world.rank, self.world.size)
         print('Resuming at update %d from %s' % (state.uidx, resume_path(self.options['saveto'])))
         if state.data_position is not None:
             self.train_it.restore(state.data_position)
@@ -170,7 +208,8 @@ class TrainingLoop(object):
         finally:
             self.requests.restore()
             self.log.close()
-            self.lock.release()
+            if self.lock is not None:
+                self.lock.release()
 
     def _epoch(self):
         """Updates until the data ends (None) or the run stops (the reason)."""
@@ -196,7 +235,10 @@ class TrainingLoop(object):
             return None
         self.state.uidx += 1
         ud_start = time.time()
-        cost = m.f_grad_shared(*prepared.inputs)
+        if self.exchange is None:
+            cost = m.f_grad_shared(*prepared.inputs)
+        else:
+            cost = self.exchange.gradient_step(prepared.inputs)
         m.f_update(opt['lrate'])
         ud = time.time() - ud_start
         self.progress.add(prepared.sentences, prepared.words)
@@ -207,10 +249,25 @@ class TrainingLoop(object):
             raise TrainingError(message)
         if self.state.uidx % opt['dispFreq'] == 0:
             self._display(cost, ud)
-        reason = self._after_update(prepared) or self.requests.reason()
+        reason = self._agreed_reason(
+            (self._after_update(prepared) if self.world.is_root else None)
+            or self.requests.reason())
         if self.state.uidx % opt['saveFreq'] == 0 or reason is not None:
             self._save(snapshot=self.state.uidx % opt['saveFreq'] == 0 and not opt['overwrite'])
         return reason
+
+    def _agreed_reason(self, reason):
+        """The reason to stop of every worker: the first one in rank order
+        (rank 0's, then the others' stop requests), the same on every worker
+        (stop_requests.py)."""
+        if self.world.size == 1:
+            return reason
+        decisions = self.world.agree((reason, self.requests.signum))
+        reasons = [r for r, _ in decisions if r is not None]
+        signals = [s for _, s in decisions if s is not None]
+        if signals and self.requests.signum is None:
+            self.requests.signum = signals[0]
+        return reasons[0] if reasons else None
 
     def _display(self, cost, ud):
         ups, wps, eta = self.progress.figures(self.state.uidx)
@@ -269,12 +326,17 @@ class TrainingLoop(object):
                    self.model_options)
 
     def _save(self, snapshot):
+        m = self.model
+        # every worker's random streams (rank 0 writes them with its own)
+        streams = self.world.gather([r.get_value() for r in m.rng_states()],
+                                    'the checkpoint\'s random streams')
+        if not self.world.is_root:
+            return
         print('Saving the model at update %d...' % self.state.uidx, end=' ')
         self.state.data_position = self.train_it.position()
-        m = self.model
         try:
             save_checkpoint(self.options['saveto'], self.state, m.tparams, m.opt_state,
-                            m.rng_states(), self.model_options)
+                            m.rng_states(), self.model_options, worker_streams=streams[1:])
             if snapshot:
                 self.save_params(with_suffix(self.options['saveto'],
                                              'iter%d' % self.state.uidx))
@@ -294,6 +356,8 @@ class TrainingLoop(object):
         self.log.write('stop', self.state, reason=reason, message=message)
         if reason == 'signal':
             raise Interrupted(self.requests.signum, message)
+        if not self.world.is_root:
+            return None
         if self.state.best_params is not None:
             zipp(self.state.best_params, self.model.tparams)
         valid_err = None
@@ -319,6 +383,16 @@ class TrainingLoop(object):
         if reason == 'bleu_early_stop':
             return 'no better BLEU in %d validations (--bleu_patience)' % opt['bleu_patience']
         return 'asked to stop (%s)' % self.requests.stop_file
+
+
+class NoLog(object):
+    """The training log of the workers other than rank 0: nothing."""
+
+    def write(self, event, state, **fields):
+        pass
+
+    def close(self):
+        pass
 
 
 def with_suffix(saveto, suffix):

@@ -6,7 +6,8 @@ the validation and BLEU histories, the bad counter and the best parameters.
 A checkpoint writes two files, each atomically (temporary name, rename):
 
 * ``MODEL.npz.resume.npz``: the state, the current parameters, the
-  optimizer's accumulators and the random streams of dropout; ``--reload``
+  optimizer's accumulators and the random streams of dropout (of every
+  worker of a run of several, docs/distributed.md); ``--reload``
   continues from it exactly (bit-identical to a run without the stop);
 * ``MODEL.npz`` (+ ``.pkl``/``.json`` options): the parameters as the
   original code writes them (the best by validation cost, else the current
@@ -96,12 +97,25 @@ def save_model(path, params, history_errs, uidx, options):
     save_options(options, path)
 
 
-def save_checkpoint(saveto, state, tparams, opt_state, rng_states, options):
-    """The resume file, then the model file (see the module's docstring)."""
+def worker_streams_prefix(rank):
+    """The resume file's names of worker ``rank``'s random streams (rank 0:
+    those of a one-process run)."""
+    return 'rng__' if rank == 0 else 'rng_worker%d__' % rank
+
+
+def save_checkpoint(saveto, state, tparams, opt_state, rng_states, options,
+                    worker_streams=()):
+    """The resume file, then the model file (see the module's docstring).
+    ``worker_streams``: the random streams' values of workers 1, 2, ... of a
+    run of several."""
     arrays = state.to_arrays()
     arrays.update(('param__' + k, v.get_value()) for k, v in tparams.items())
     arrays.update(('optim__' + k, v.get_value()) for k, v in opt_state.items())
     arrays.update(('rng__%d' % i, r.get_value()) for i, r in enumerate(rng_states))
+    arrays['workers'] = 1 + len(worker_streams)
+    for rank, values in enumerate(worker_streams, 1):
+        arrays.update(('%s%d' % (worker_streams_prefix(rank), i), v)
+                      for i, v in enumerate(values))
     atomic_savez(resume_path(saveto), **arrays)
     current = OrderedDict((k, v.get_value()) for k, v in tparams.items())
     save_model(saveto, state.best_params or current, state.history_errs, state.uidx,
@@ -139,16 +153,23 @@ def resume_fault(saveto, reason):
                       'original code reloads' % (reason, saveto))
 
 
-def load_checkpoint(saveto, tparams, opt_state, rng_states):
+def load_checkpoint(saveto, tparams, opt_state, rng_states, rank=0, workers=1):
     """The state of the run that wrote ``saveto``, with the shared variables
-    restored from its resume file (which usable_resume_file found usable)."""
+    restored from its resume file (which usable_resume_file found usable);
+    ``rank``: the worker of ``workers`` that loads it (its random streams)."""
     path = resume_path(saveto)
     with Archive(path) as f:
         for k, v in tparams.items():
             v.set_value(f['param__' + k])
         _restore_optional(path, f, 'optim__', opt_state)
-        _restore_optional(path, f, 'rng__',
-                          OrderedDict((str(i), r) for i, r in enumerate(rng_states)))
+        written_by = int(f['workers']) if 'workers' in f.files else 1
+        if written_by != workers and rank == 0:
+            print('warning: %s was written by %d workers, this run has %d: the updates '
+                  'are the same sums, but the dropout noise of the workers differs'
+                  % (path, written_by, workers), file=sys.stderr)
+        if rank < written_by:
+            _restore_optional(path, f, worker_streams_prefix(rank),
+                              OrderedDict((str(i), r) for i, r in enumerate(rng_states)))
         return TrainingState.from_arrays(f)
 
 

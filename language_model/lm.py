@@ -49,6 +49,7 @@ import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
 import cli
+import distributed
 import layers
 import nmt
 import vocab
@@ -544,7 +545,7 @@ def main(argv=None):
     args = parse_args(cli.arguments(argv))
     commands = {'train': lambda args: train(**_train_kwargs(args)), 'eval': _cmd_eval,
                 'sample': _cmd_sample, 'configs': _cmd_configs}
-    return cli.run(lambda: commands[args['command']](args))
+    return distributed.run(lambda: commands[args['command']](args))
 
 
 if __name__ == '__main__':

@@ -1,0 +1,310 @@
+"""Several worker processes over MPI: who is who, and what they exchange.
+
+``mpirun -np N python nmt.py ...`` (or ``language_model/lm.py``,
+``translate.py``; ``srun`` under Slurm) starts N workers; every one runs the
+same program and learns its place from ``world()``: ``rank`` (0 .. N-1),
+``size`` (N) and ``is_root`` (rank 0, the worker that writes files and
+talks to the user).  Without MPI, ``world()`` is a ``SingleProcess`` whose
+exchanges return their argument: mpi4py is imported only when the
+environment says that an MPI launcher started this process
+(``launcher_size``); started so without mpi4py, the command ends with a
+one-line error (docs/distributed.md).
+
+What the workers exchange (docs/distributed.md#how-it-works):
+
+* ``sum_arrays``: the weighted gradients of each worker's share of the batch,
+  summed in place over the workers (MPI Allreduce on the host);
+* ``broadcast_arrays`` / ``broadcast``: rank 0's values (parameters at the
+  start, the source sentences of a translation);
+* ``agree``: one small value per worker, seen by every worker (the stop
+  decision of each update);
+* ``check_same``: every worker's fingerprint of its options and data files
+  against rank 0's; a difference is a ``LaunchError`` that names the option.
+
+Faults: every exchange waits by polling (``_wait``), so that a worker that
+died is noticed: a worker on the same machine whose process is gone is a
+``WorkerLost`` error naming it (rank, pid, host), and an error of MPI's is
+one line too.  A worker that ends with an error ends the whole run
+(``finish``: MPI_Abort), so that no worker waits forever for it.
+"""
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+
+from cli import CommandError
+
+# the variables by which launchers tell a process its rank and the number of
+# processes: Open MPI's mpirun, MPICH/Intel MPI's Hydra (PMI), Slurm's srun
+SIZE_VARIABLES = ('OMPI_COMM_WORLD_SIZE', 'PMI_SIZE', 'PMIX_SIZE', 'SLURM_NTASKS')
+LOCAL_SIZE_VARIABLES = ('OMPI_COMM_WORLD_LOCAL_SIZE', 'MPI_LOCALNRANKS',
+                        'SLURM_NTASKS_PER_NODE')
+# how often a waiting worker looks for the others' processes (seconds)
+LIVENESS_INTERVAL = 0.2
+
+
+class LaunchError(CommandError):
+    """The workers were not started alike (options, data, MPI itself)."""
+
+
+class WorkerLost(CommandError):
+    """Another worker died or MPI failed: the run cannot go on."""
+
+
+def _env_int(names):
+    for name in names:
+        value = os.environ.get(name, '')
+        digits = value.split('(')[0]      # SLURM_NTASKS_PER_NODE may read '2(x3)'
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+def launcher_size():
+    """The number of processes an MPI launcher started (None: no launcher).
+    Slurm's variables count only under ``srun`` (SLURM_STEP_ID set), not in
+    the batch script itself."""
+    names = [n for n in SIZE_VARIABLES if n != 'SLURM_NTASKS' or 'SLURM_STEP_ID' in os.environ]
+    return _env_int(names)
+
+
+def local_workers():
+    """The number of workers on this machine (1 without a launcher): each
+    takes its share of the cores (theano_env)."""
+    size = launcher_size()
+    if not size or size < 2:
+        return 1
+    return max(1, _env_int(LOCAL_SIZE_VARIABLES) or 1)
+
+
+class SingleProcess(object):
+    """The one worker of a run without MPI: every exchange is the identity."""
+    rank, size, is_root = 0, 1, True
+
+    def sum_arrays(self, buffer, what=None):
+        return buffer
+
+    def broadcast_arrays(self, arrays, what=None):
+        return arrays
+
+    def broadcast(self, value, what=None):
+        return value
+
+    def agree(self, value, what=None):
+        return [value]
+
+    def gather(self, value, what=None):
+        return [value]
+
+    def check_same(self, fingerprint):
+        pass
+
+    def finish(self, status):
+        return status
+
+
+class MPIWorld(object):
+    """The workers of an MPI run (mpi4py's COMM_WORLD)."""
+
+    def __init__(self, MPI):
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.comm.Set_errhandler(MPI.ERRORS_RETURN)
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.is_root = self.rank == 0
+        self.host = socket.gethostname()
+        self.peers = self._exchange_identities()
+        self._last_look = 0.
+
+    def _exchange_identities(self):
+        """[(rank, host, pid)] of the other workers (blocking: at start-up,
+        before anything can die)."""
+        everyone = self.comm.allgather((self.host, os.getpid()))
+        return [(r, host, pid) for r, (host, pid) in enumerate(everyone) if r != self.rank]
+
+    # -- waiting ------------------------------------------------------------
+    def _wait(self, request, what):
+        """Poll ``request`` until done; between polls, every
+        LIVENESS_INTERVAL seconds, make sure the other workers on this
+        machine still run."""
+        try:
+            pause = 0.
+            while not request.Test():
+                time.sleep(pause)
+                pause = min(0.001, pause + 0.0001)
+                now = time.time()
+                if now - self._last_look > LIVENESS_INTERVAL:
+                    self._last_look = now
+                    self._look_for_lost_workers(what)
+        except self.MPI.Exception as e:
+            raise WorkerLost('worker %d: MPI failed during %s (%s); another worker has '
+                             'probably ended' % (self.rank, what, e.Get_error_string()))
+
+    def _look_for_lost_workers(self, what):
+        for rank, host, pid in self.peers:
+            if host == self.host and not process_runs(pid):
+                raise WorkerLost('worker %d (pid %d on %s) ended during %s: the run stops; '
+                                 'the last checkpoint is kept' % (rank, pid, host, what))
+
+    # -- exchanges ----------------------------------------------------------
+    def sum_arrays(self, buffer, what='the exchange of gradients'):
+        """``buffer`` (one contiguous float32 array) summed over the workers,
+        in place."""
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM), what)
+        return buffer
+
+    def broadcast_arrays(self, arrays, what='the parameters\' broadcast'):
+        """rank 0's values of ``arrays`` (contiguous numpy arrays), in place."""
+        for a in arrays:
+            self._wait(self.comm.Ibcast(a, root=0), what)
+        return arrays
+
+    def broadcast(self, value, what='a broadcast'):
+        """rank 0's ``value`` (any picklable object)."""
+        return self._objects(value, what, root_only=True)
+
+    def agree(self, value, what='the stop decision'):
+        """Every worker's ``value``, in rank order, on every worker."""
+        return self._objects(value, what)
+
+    def gather(self, value, what='a gather'):
+        """Every worker's ``value`` on every worker (as ``agree``)."""
+        return self._objects(value, what)
+
+    def _objects(self, value, what, root_only=False):
+        """Pickled objects through two non-blocking exchanges: their sizes,
+        then the bytes (mpi4py's own object collectives block)."""
+        import pickle
+        import numpy
+        data = numpy.frombuffer(pickle.dumps(value if (self.is_root or not root_only) else None),
+                                dtype='uint8')
+        sizes = numpy.zeros(self.size, dtype='int64')
+        sizes[self.rank] = len(data)
+        self.sum_arrays(sizes, what)
+        if root_only:
+            sizes[1:] = 0
+        offsets = numpy.concatenate([[0], numpy.cumsum(sizes)])
+        everything = numpy.zeros(int(offsets[-1]), dtype='uint8')
+        if sizes[self.rank]:
+            everything[offsets[self.rank]:offsets[self.rank + 1]] = data
+        self.sum_arrays(everything, what)
+        values = [pickle.loads(everything[offsets[r]:offsets[r + 1]].tobytes())
+                  for r in range(self.size) if sizes[r]]
+        return values[0] if root_only else values
+
+    def check_same(self, fingerprint):
+        """LaunchError (on rank 0, which reports it; the others wait for
+        rank 0) unless every worker's ``fingerprint`` (a dict: option or
+        file -> value) is rank 0's."""
+        everyone = self.agree(fingerprint, 'the check of the workers\' options')
+        if not self.is_root:
+            return
+        for rank, theirs in enumerate(everyone[1:], 1):
+            for key in sorted(set(fingerprint) | set(theirs)):
+                if fingerprint.get(key) != theirs.get(key):
+                    raise LaunchError('worker %d was started unlike worker 0: %s differs '
+                                      '(%s against %s); every worker needs the same '
+                                      'options and data' % (rank, key, _short(theirs.get(key)),
+                                                            _short(fingerprint.get(key))))
+
+    def finish(self, status):
+        """The end of this worker with exit status ``status``: an error ends
+        every worker (MPI_Abort), so that none waits for this one."""
+        if status not in (0, 130, 143):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.comm.Abort(status)
+        return status
+
+
+def _short(value, width=60):
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[:width - 3] + '...'
+
+
+def process_runs(pid):
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] not in ('Z', 'X')
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+
+_WORLD = None
+
+
+def world():
+    """This process's place among the workers (SingleProcess without MPI)."""
+    global _WORLD
+    if _WORLD is None:
+        size = launcher_size()
+        if not size or size < 2:
+            _WORLD = SingleProcess()
+        else:
+            _WORLD = MPIWorld(_import_mpi(size))
+    return _WORLD
+
+
+def _import_mpi(size):
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise LaunchError('started by an MPI launcher as one of %d workers, but mpi4py '
+                          'cannot be imported (%s): bash setup.sh installs it, or start '
+                          'one process without mpirun' % (size, e))
+    return MPI
+
+
+def quiet_workers():
+    """Only rank 0 prints on stdout (the others' progress is rank 0's)."""
+    if world().rank > 0:
+        sys.stdout = open(os.devnull, 'w')
+
+
+def run(action):
+    """cli.run for the commands that may run as several workers: the world
+    first (a launch error is the command's one-line error), and a failing
+    worker ends them all."""
+    import cli
+    status = cli.run(lambda: (world(), quiet_workers(), action()))
+    if _WORLD is None:
+        return status
+    return _WORLD.finish(status)
+
+
+# --------------------------------------------------------------------------
+# fingerprints of a launch
+
+def file_digest(path, edge=1 << 20):
+    """Size and SHA-1 of the first and last MiB of a file: quick at any size,
+    and different for two data files that differ in more than their middle."""
+    h = hashlib.sha1()
+    size = os.path.getsize(path)
+    with open(path, 'rb') as f:
+        h.update(f.read(edge))
+        if size > edge:
+            f.seek(max(edge, size - edge))
+            h.update(f.read())
+    return '%d bytes, sha1 %s' % (size, h.hexdigest()[:12])
+
+
+def fingerprint(options):
+    """{option: value} of a run's options, and {FILE: digest} of every file
+    that an option names (data, dictionaries)."""
+    prints = {}
+    for key, value in sorted(options.items()):
+        prints['--' + key] = value if isinstance(value, (int, float, str, bool, type(None),
+                                                          list, tuple)) else repr(value)
+        for item in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(item, str) and item and os.path.isfile(item):
+                prints['file ' + item] = file_digest(item)
+    return prints
