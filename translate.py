@@ -19,6 +19,12 @@ FILE`` also writes, one JSON object a line, the attention over the source and
 (for the residual, memory and self-attentive decoders) over previous words or
 states.  Progress goes to stderr.  No output file appears unless every line
 is translated.  The formats are in docs/translation.md#formats.
+
+Under MPI (``mpirun -np N python translate.py ...``, docs/distributed.md)
+the N workers take the length-sorted batches in turn (worker r the batches
+r, r + N, ...; each worker one process, ``-p`` is not used), rank 0 reads
+SOURCE and gathers the translations: the output is byte for byte that of
+one process, as every batch is decoded alike wherever it is decoded.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
@@ -31,6 +37,7 @@ from collections import namedtuple
 import numpy
 
 import cli
+import distributed
 import layers
 import model_io
 import nbest
@@ -164,11 +171,13 @@ def _worker(jobs, results, models, search):
         results.put(translator.translate(batch))
 
 
-def translate_all(models, sources, search, n_process):
-    """Yield [(index, hypotheses)] batch by batch (in no particular order)."""
+def translate_all(models, sources, search, n_process, world=distributed.SingleProcess()):
+    """Yield [(index, hypotheses)] batch by batch (in no particular order):
+    of every batch, or of worker ``world.rank``'s share of them."""
     batches = [[(i, sources[i]) for i in indices]
                for indices in length_sorted_batches(sources, search.batch_size)]
-    if n_process <= 1:
+    batches = batches[world.rank::world.size]
+    if n_process <= 1 or world.size > 1:
         translator = Translator(models, search)
         for batch in batches:
             yield translator.translate(batch)
@@ -241,6 +250,13 @@ def alignment_record(idx, hyp, source_line, idict_trg, authors):
     return json.dumps(record, ensure_ascii=False)
 
 
+def _merged(shares):
+    """The workers' results (each None where another worker translated)
+    as one list."""
+    return [next((share[i] for share in shares if share[i] is not None), None)
+            for i in range(len(shares[0]))]
+
+
 def write_output(path, lines):
     model_io.write_text(path, ''.join(line + '\n' for line in lines))
 
@@ -302,10 +318,13 @@ def parse_args(argv):
     return args
 
 
-def prepare(args):
-    """Models, dictionaries and sources (InputError on bad input)."""
+def prepare(args, world=distributed.SingleProcess()):
+    """Models, dictionaries and sources (InputError on bad input); with
+    several workers, rank 0 reads the sources (stdin is rank 0's)."""
+    world.check_same(distributed.fingerprint(
+        {k: v for k, v in vars(args).items() if k not in ('source', 'saveto')}))
     for path in (args.saveto, args.alignments):
-        if path:
+        if path and world.is_root:
             model_io.check_writable(path)
     models = load_models([args.model] + args.ensemble, args.inference)
     options = models[0][1]
@@ -315,29 +334,35 @@ def prepare(args):
     if args.replace_unk:
         unk_dictionary = (unk_replace.load_dictionary(args.unk_dictionary)
                           if args.unk_dictionary else {})
-    lines = read_lines(args.source, what='sentences to translate')
+    lines = world.broadcast(read_lines(args.source, what='sentences to translate')
+                            if world.is_root else None, 'the sources\' broadcast')
     sources = [vocab.sentence_ids(line, word_dict, options['n_words_src']) for line in lines]
     return models, idict_trg, unk_dictionary, lines, sources
 
 
 def main(argv=None):
     args = parse_args(cli.arguments(argv))
-    return cli.run(lambda: translate(args))
+    return distributed.run(lambda: translate(args))
 
 
 def translate(args):
     """Translate args.source into args.saveto (and args.alignments)."""
-    models, idict_trg, unk_dictionary, source_lines, sources = prepare(args)
+    world = distributed.world()
+    models, idict_trg, unk_dictionary, source_lines, sources = prepare(args, world)
     search = Search(args.k, args.maxlen, args.batch_size, args.suppress_unk,
                     bool(args.alignments or args.replace_unk))
     progress = ProgressLine(len(sources), 'translated', 'sentences')
     results, done = [None] * len(sources), 0
-    for batch in translate_all(models, sources, search, args.p):
+    for batch in translate_all(models, sources, search, args.p, world):
         for idx, hyps in batch:
             results[idx] = hyps
         done += len(batch)
         progress.update(done)
     progress.finish()
+    if world.size > 1:
+        results = _merged(world.gather(results, 'the translations\' gather'))
+        if not world.is_root:
+            return
     lines, align_lines = [], []
     authors = uses_authors_inference(models)
     for idx, hyps in enumerate(results):
