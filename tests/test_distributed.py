@@ -1,0 +1,251 @@
+"""Training and translation over several MPI workers (docs/distributed.md),
+compared with one process: the parameters after 1 and 20 updates (baseline
+and attentive residual decoder), the translation files byte for byte, the
+exact resume of a 2-worker run with dropout, a worker killed by a real
+signal (the run ends with a line naming it, no hang, the checkpoint
+intact), and bad launches (options that differ, a worker without mpi4py).
+
+The MPI runs need Open MPI's mpirun (setup.sh installs it); without it they
+are skipped.  As root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), and
+2 workers on fewer cores need --oversubscribe: MPIRUN has both.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy
+import pytest
+
+import distributed
+from data_parallel import share_bounds
+from tiny_runs import NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus
+
+MPIRUN = shutil.which('mpirun')
+needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason='no mpirun on this machine '
+                                  '(bash setup.sh installs Open MPI)')
+MPI_ENV = dict(QUICK_ENV, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
+               OMPI_MCA_rmaps_base_oversubscribe='1', PYTHONUNBUFFERED='1')
+TIMEOUT = 300
+
+# TRAIN_FLAGS without dropout, with batches of 5 (18 pairs: shares of 3 and
+# 2, and an epoch's last batch of 3), a checkpoint and a model file
+# (MODEL.iterN.npz) after every update
+FLAGS = [f for f in TRAIN_FLAGS if f not in ('--use_dropout', '--overwrite')]
+FLAGS[FLAGS.index('--batch_size') + 1] = '5'
+FLAGS += ['--saveFreq', '1']
+DECODERS = {'baseline': [],
+            'attentive': ['--decoder', 'gru_cond_residual', '--residual', 'attentive',
+                          '--att_scoring', 'content']}
+
+
+def mpirun(n, args, cwd, timeout=TIMEOUT, check=True):
+    proc = subprocess.run([MPIRUN, '-np', str(n), PY] + args, cwd=cwd, env=MPI_ENV,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError('mpirun %s failed (%d):\n%s\n%s'
+                             % (args, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    return proc
+
+
+def one_process(args, cwd):
+    proc = subprocess.run([PY] + args, cwd=cwd, env=QUICK_ENV, capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def params(path):
+    with numpy.load(str(path)) as f:
+        return {k: f[k] for k in f.files if k not in ('history_errs', 'uidx')}
+
+
+def max_difference(a, b):
+    assert sorted(a) == sorted(b)
+    return max(float(numpy.abs(a[k] - b[k]).max()) for k in a)
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp('mpi')
+    make_corpus(d)
+    return d
+
+
+# --------------------------------------------------------------------------
+# without MPI
+
+def test_shares_cover_the_batch_in_order():
+    for n in range(0, 12):
+        for size in (1, 2, 3, 5):
+            bounds = [share_bounds(n, size, r) for r in range(size)]
+            assert bounds[0][0] == 0 and bounds[-1][1] == n
+            assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+            assert max(e - f for f, e in bounds) - min(e - f for f, e in bounds) <= 1
+
+
+def test_one_process_without_a_launcher(monkeypatch):
+    for name in distributed.SIZE_VARIABLES + ('SLURM_STEP_ID',):
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.launcher_size() is None
+    assert distributed.local_workers() == 1
+    monkeypatch.setenv('SLURM_NTASKS', '4')       # a batch script, not srun
+    assert distributed.launcher_size() is None
+    monkeypatch.setenv('SLURM_STEP_ID', '0')
+    monkeypatch.setenv('SLURM_NTASKS_PER_NODE', '2(x2)')
+    assert distributed.launcher_size() == 4 and distributed.local_workers() == 2
+
+
+def test_fingerprint_names_files_and_options(tmp_path):
+    data = tmp_path / 'a.txt'
+    data.write_text('x\n')
+    first = distributed.fingerprint({'datasets': [str(data)], 'batch_size': 5})
+    data.write_text('y\n')
+    second = distributed.fingerprint({'datasets': [str(data)], 'batch_size': 5})
+    assert first['--batch_size'] == 5
+    assert first['file ' + str(data)] != second['file ' + str(data)]
+
+
+# --------------------------------------------------------------------------
+# training: 2 workers against one process
+
+@needs_mpirun
+@pytest.mark.parametrize('decoder', sorted(DECODERS))
+def test_two_workers_update_as_one_process(corpus, decoder):
+    one, two = 'one_%s.npz' % decoder, 'two_%s.npz' % decoder
+    flags = FLAGS + DECODERS[decoder] + ['--finish_after', '20']
+    one_process([NMT, '--model', one] + flags, corpus)
+    mpirun(2, [NMT, '--model', two] + flags, corpus)
+    first = max_difference(params(corpus / one.replace('.npz', '.iter1.npz')),
+                           params(corpus / two.replace('.npz', '.iter1.npz')))
+    last = max_difference(params(corpus / one), params(corpus / two))
+    print('%s: max |difference| after 1 update %.2e, after 20 %.2e' % (decoder, first, last))
+    assert first < 1e-5
+    assert last < 1e-4
+    # the parameters moved (a comparison of two unchanged models proves nothing)
+    assert max_difference(params(corpus / one), params(corpus / one.replace(
+        '.npz', '.iter1.npz'))) > 1e-3
+    # rank 0 alone wrote the log: one start, 20 updates, one end
+    events = [e['event'] for e in log_events(str(corpus / two) + '.log.jsonl')]
+    assert events.count('start') == 1 and events.count('update') == 20
+    assert events[-1] == 'end'
+
+
+# --------------------------------------------------------------------------
+# translation
+
+@needs_mpirun
+def test_translation_is_the_same_file(corpus):
+    model = corpus / 'one_attentive.npz'
+    if not model.exists():
+        one_process([NMT, '--model', model.name] + FLAGS + DECODERS['attentive']
+                    + ['--finish_after', '3'], corpus)
+    common = ['-k', '3', '--batch-size', '2', '--n-best', '--print-word-probabilities',
+              model.name, 'train.src.pkl', 'train.trg.json', 'train.src']
+    one_process([os.path.join(ROOT, 'translate.py'), '-p', '1', '--alignments', 'one.align']
+                + common + ['one.out'], corpus)
+    mpirun(2, [os.path.join(ROOT, 'translate.py'), '--alignments', 'two.align']
+           + common + ['two.out'], corpus)
+    for a, b in (('one.out', 'two.out'), ('one.align', 'two.align')):
+        assert (corpus / a).read_bytes() == (corpus / b).read_bytes()
+    assert len((corpus / 'one.align').read_text().splitlines()) == 18
+
+
+# --------------------------------------------------------------------------
+# dropout, resume, faults
+
+def rank_pids(mpirun_pid):
+    """{rank: pid} of the workers an mpirun started."""
+    ranks = {}
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % pid) as f:
+                ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+            if ppid != mpirun_pid:
+                continue
+            with open('/proc/%s/environ' % pid, 'rb') as f:
+                env = dict(v.split(b'=', 1) for v in f.read().split(b'\0') if b'=' in v)
+        except OSError:
+            continue
+        if b'OMPI_COMM_WORLD_RANK' in env:
+            ranks[int(env[b'OMPI_COMM_WORLD_RANK'])] = int(pid)
+    return ranks
+
+
+def wait_for_checkpoint(proc, log, min_uidx, timeout=TIMEOUT):
+    end = time.time() + timeout
+    while time.time() < end:
+        if any(e['event'] == 'checkpoint' and e['uidx'] >= min_uidx for e in log_events(log)):
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError('no checkpoint in %s' % log)
+
+
+@needs_mpirun
+def test_killed_worker_ends_the_run_and_the_checkpoint_resumes(corpus):
+    """Dropout on: a 2-worker run to update 8 in one go, against one killed
+    (SIGKILL to worker 1) after a checkpoint and resumed to update 8."""
+    flags = FLAGS + ['--use_dropout', '--saveFreq', '2']
+    mpirun(2, [NMT, '--model', 'straight.npz', '--finish_after', '8'] + flags, corpus)
+    with numpy.load(str(corpus / 'straight.npz.resume.npz')) as f:
+        assert int(f['workers']) == 2
+        # each worker's own dropout stream (seed 1234 + rank)
+        assert not numpy.array_equal(f['rng__0'], f['rng_worker1__0'])
+
+    proc = subprocess.Popen([MPIRUN, '-np', '2', PY, NMT, '--model', 'killed.npz',
+                             '--finish_after', '1000000'] + flags, cwd=corpus, env=MPI_ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_checkpoint(proc, str(corpus / 'killed.npz.log.jsonl'), 4)
+        os.kill(rank_pids(proc.pid)[1], signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    lines = [line for line in err.splitlines() if line.startswith('error:')]
+    assert lines and 'worker 1 (pid' in lines[0], err[-3000:]
+    with numpy.load(str(corpus / 'killed.npz.resume.npz')) as f:
+        uidx = int(f['uidx'])
+        assert uidx >= 4 and uidx % 2 == 0
+    assert uidx < 8, 'the run went past update 8 before the kill: nothing left to resume'
+    mpirun(2, [NMT, '--model', 'killed.npz', '--finish_after', '8', '--reload'] + flags,
+           corpus)
+    straight, resumed = (params(corpus / 'straight.npz'), params(corpus / 'killed.npz'))
+    assert max_difference(straight, resumed) == 0.
+
+
+# runs SCRIPT ARGS... as worker OMPI_COMM_WORLD_RANK, worker 1 changed: with
+# "batch" its --batch_size is one more, with "no-mpi" it cannot import mpi4py
+UNLIKE_WORKER = """import os, runpy, sys
+change = sys.argv.pop(1)
+if os.environ['OMPI_COMM_WORLD_RANK'] == '1':
+    if change == 'batch':
+        i = sys.argv.index('--batch_size') + 1
+        sys.argv[i] = str(int(sys.argv[i]) + 1)
+    else:
+        sys.modules['mpi4py'] = None
+sys.argv.pop(0)
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+@needs_mpirun
+@pytest.mark.parametrize('change,message', [('batch', '--batch_size'),
+                                            ('no-mpi', 'mpi4py cannot be imported')])
+def test_workers_started_unlike_stop_with_one_line(corpus, change, message):
+    (corpus / 'unlike_worker.py').write_text(UNLIKE_WORKER)
+    model = 'unlike_%s.npz' % change
+    proc = mpirun(2, ['unlike_worker.py', change, NMT, '--model', model,
+                      '--finish_after', '2'] + FLAGS, corpus, timeout=120, check=False)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith('error:')]
+    assert len(errors) == 1 and message in errors[0], proc.stderr[-3000:]
+    if change == 'batch':
+        assert 'worker 1' in errors[0]
+    assert not (corpus / model).exists()
