@@ -3,6 +3,8 @@
     python speed/benchmark.py train|translate --config tiny|mid|paper [--decoder NAME]
         [--updates N] [--sentences N] [--original-style | --side-by-side]
         [--profile [FILE]] [--batch-size B] [--processes P] [--seed S]
+        [--workers N]
+    mpirun -np N python speed/benchmark.py allreduce [--floats F] [--repeats R]
 
 train      builds the training graph exactly as ``nmt.train`` does (the C ops
            of fast_ops.py, adadelta fused into one Theano function,
@@ -33,6 +35,15 @@ translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
            maxlen: the figures are a worst case for the lengths used.
            ``--profile`` profiles f_next in both searches (its top ops and
            the share of each search's wall time spent in it).
+train --workers N  one process on every core, then N MPI workers (mpirun,
+           data_parallel.py) sharing the cores (each its share of the
+           threads), on the same batches, one after the other in one
+           command: both figures and their ratio (docs/distributed.md).
+           Under mpirun, ``train`` times the data-parallel update itself
+           (``allreduce_sec_per_update``: the time in the gradients' sum).
+allreduce  under mpirun: the time of the gradients' sum
+           (``distributed.MPIWorld.sum_arrays``, MPI Allreduce) of F float32
+           (default: the papers' baseline, 108,725,885 parameters), R times.
 
 Decoders: baseline | mean | attentive | attentive-SCORING (content,
 content_scope, sum, product, dot) | memory[-content_scope] |
@@ -84,6 +95,7 @@ DEFAULT_SENTENCES = {'tiny': 50, 'mid': 16, 'paper': 32}
 # source lengths (words, before eos) of the translate benchmark
 SOURCE_LENGTHS = {'tiny': (5, 15), 'mid': (20, 30), 'paper': (20, 30)}
 WARMUP_UPDATES = 2
+PAPER_PARAMETERS = 108725885   # nmt.count_params of the paper config's baseline
 PROFILE_TOP = 10
 BEAM = 12
 
@@ -243,6 +255,42 @@ def compile_training(tparams, options, style, mode=None):
     return compiled
 
 
+def compile_data_parallel_training(tparams, options):
+    """This worker's part of a data-parallel update (data_parallel.py), as
+    nmt.train builds it under mpirun; the time spent in the gradients' sum
+    is counted in compiled['exchange_time']."""
+    import types
+    import distributed
+    import nmt
+    from data_parallel import GradientExchange, compile_data_parallel
+
+    world = distributed.world()
+    log('compiling the data-parallel functions (worker %d of %d)' % (world.rank, world.size))
+    t1, c1 = time.time(), time.process_time()
+    graph = nmt.training_graph(tparams, options)
+    f_gradients, f_grad_shared, f_update = compile_data_parallel(
+        options, tparams, graph.inputs, graph.train_cost, OrderedDict())
+    graph.use_noise.set_value(numpy.float32(1.))
+    model = types.SimpleNamespace(tparams=tparams, f_worker_gradients=f_gradients,
+                                  f_grad_shared=f_grad_shared)
+    exchange = GradientExchange(world, model)
+    exchange_time = [0.]
+    sum_arrays = world.sum_arrays
+
+    def timed_sum(buffer):
+        t = time.time()
+        sum_arrays(buffer)
+        exchange_time[0] += time.time() - t
+    world.sum_arrays = timed_sum
+    compiled = dict(style='data_parallel', world=world, exchange_time=exchange_time,
+                    f_grad_shared=lambda *batch: exchange.gradient_step(list(batch)),
+                    f_update=f_update, lrate=options['lrate'],
+                    compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
+                    functions=[f_gradients, f_grad_shared])
+    log('compiled in %.1f s' % compiled['compile_sec'])
+    return compiled
+
+
 def run_update(compiled, batch):
     """One update; returns the cost."""
     c = compiled['f_grad_shared'](*batch)
@@ -288,7 +336,7 @@ class StyleTimer(object):
             ('target_words', self.words),
             # what the compiled training function really does
             ('allow_gc_effective',
-             bool(getattr(self.compiled['f_grad_shared'].fn, 'allow_gc', True))),
+             bool(getattr(self.compiled['functions'][0].fn, 'allow_gc', True))),
         ])
 
 
@@ -340,7 +388,8 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None):
     # nmt.train sets theano.config.allow_gc = False, which the default linker
     # read at import (main() sets the flag before it, see configure_gc); side
     # by side, each style gets a mode with its own garbage collection.
-    timers = [StyleTimer(compile_training(
+    timers = [StyleTimer(compile_data_parallel_training(tparams, options)
+                         if s == 'data_parallel' else compile_training(
         tparams, options, s, style_mode(s) if len(styles) > 1 else None)) for s in styles]
     warm_up(timers, batches)
     if profile:
@@ -360,6 +409,10 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None):
             figs[first]['words_per_sec'] / figs[second]['words_per_sec'], 3)
         result['speedup_cpu_words_per_sec'] = round(
             figs[first]['cpu_words_per_sec'] / figs[second]['cpu_words_per_sec'], 3)
+    if styles == ('data_parallel',):
+        result['workers'] = timers[0].compiled['world'].size
+        result['allreduce_sec_per_update'] = round(
+            timers[0].compiled['exchange_time'][0] / (WARMUP_UPDATES + n_updates), 4)
     result.update([
         ('updates', n_updates), ('warmup_updates', WARMUP_UPDATES),
         ('sentences_per_update', options['batch_size']),
@@ -580,7 +633,7 @@ def search_profiles(samplers, walls, full_path):
 def parse_args(argv):
     p = cli.ArgumentParser(
         description='Training / translation speed on synthetic data.')
-    p.add_argument('mode', choices=['train', 'translate'])
+    p.add_argument('mode', choices=['train', 'translate', 'allreduce'])
     p.add_argument('--config', choices=list(CONFIGS), default='tiny')
     p.add_argument('--decoder', default='baseline',
                    help='baseline | mean | attentive | attentive-SCORING | memory | '
@@ -610,6 +663,13 @@ def parse_args(argv):
                    help='translate: also time the batched search in this many worker '
                         'processes (sentences_per_sec_processes)')
     p.add_argument('--seed', type=int, default=1234)
+    p.add_argument('--workers', type=int, default=1,
+                   help='train: also N MPI workers (mpirun) sharing the cores, and the '
+                        'ratio of their words/s to one process\'s')
+    p.add_argument('--floats', type=int, default=PAPER_PARAMETERS,
+                   help='allreduce: float32 values summed (default %d, the papers\' '
+                        'baseline)' % PAPER_PARAMETERS)
+    p.add_argument('--repeats', type=int, default=5, help='allreduce: timed sums')
     args = p.parse_args(argv)
     if args.decoder != 'all':
         try:
@@ -643,8 +703,12 @@ def configure_gc(args):
 
 def run_one(args):
     configure_gc(args)
-    if args.mode == 'train':
-        styles = (STYLES if args.side_by_side else
+    import distributed
+    if args.mode == 'allreduce':
+        result = bench_allreduce(args.floats, args.repeats)
+    elif args.mode == 'train':
+        styles = (('data_parallel',) if distributed.world().size > 1 else
+                  STYLES if args.side_by_side else
                   ('original',) if args.original_style else ('project',))
         result = bench_train(args.config, args.decoder, args.updates, styles,
                              args.seed, profile=args.profile)
@@ -705,12 +769,84 @@ def run_all(args, argv):
                                % ', '.join(failed))
 
 
+def bench_allreduce(n_floats, repeats):
+    """Seconds of the gradients' sum of n_floats float32 over the workers."""
+    import distributed
+    world = distributed.world()
+    buffer = numpy.ones(n_floats, dtype='float32')
+    load = os.getloadavg()[0]
+    world.sum_arrays(buffer)          # warm-up: the first call sets up the links
+    times = []
+    for _ in range(repeats):
+        t = time.time()
+        world.sum_arrays(buffer)
+        times.append(time.time() - t)
+    median = float(numpy.median(times))
+    return OrderedDict([
+        ('mode', 'allreduce'), ('workers', world.size), ('floats', n_floats),
+        ('megabytes', round(n_floats * 4 / 1e6, 1)),
+        ('sec_median', round(median, 4)), ('sec_min', round(min(times), 4)),
+        ('sec_max', round(max(times), 4)),
+        # algorithm bandwidth: the buffer's bytes over the time of the sum
+        ('gb_per_sec', round(n_floats * 4 / 1e9 / median, 2)),
+        ('loadavg_1min_at_start', round(load, 2))])
+
+
+def compare_workers(args, argv):
+    """One process on every core, then --workers N under mpirun: the figures
+    side by side and the ratio of words/s."""
+    rest = [a for a in argv if not a.startswith('--workers')]
+    if '--workers' in argv:
+        del rest[argv.index('--workers')]
+    cores = theano_env.usable_cores()
+    script = os.path.abspath(__file__)
+    runs = OrderedDict()
+    for label, cmd, threads in (
+            ('one_process', [sys.executable, script] + rest, cores),
+            ('workers', [shutil_which('mpirun'), '-np', str(args.workers), sys.executable,
+                         script] + rest, max(1, cores // args.workers))):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
+                   OMPI_MCA_rmaps_base_oversubscribe='1')
+        for var in theano_env.THREAD_VARIABLES:
+            env[var] = str(threads)
+        log('running (%d threads a process): %s' % (threads, ' '.join(cmd)))
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True, env=env)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise cli.CommandError('%s failed (exit %d)' % (label, proc.returncode))
+        runs[label] = json.loads(lines[-1])
+        runs[label]['threads_per_process'] = threads
+    result = OrderedDict([('mode', 'train'), ('config', args.config),
+                          ('decoder', args.decoder), ('workers', args.workers),
+                          ('side_by_side', runs),
+                          ('speedup_words_per_sec', round(
+                              runs['workers']['words_per_sec'] /
+                              runs['one_process']['words_per_sec'], 3))])
+    print(json.dumps(result))
+
+
+def shutil_which(name):
+    import shutil
+    path = shutil.which(name)
+    if path is None:
+        raise cli.CommandError('--workers needs %s (bash setup.sh installs Open MPI)' % name)
+    return path
+
+
 def main(argv=None):
     argv = cli.arguments(argv)
     args = parse_args(argv)
     if args.decoder == 'all':
         return cli.run(lambda: run_all(args, argv))
-    return cli.run(lambda: print(json.dumps(run_one(args))))
+    if args.workers > 1:
+        return cli.run(lambda: compare_workers(args, argv))
+    import distributed
+
+    def run_and_print():
+        result = run_one(args)
+        if distributed.world().is_root:
+            print(json.dumps(result))
+    return distributed.run(run_and_print)
 
 
 if __name__ == '__main__':
