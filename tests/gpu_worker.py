@@ -64,6 +64,8 @@ def training_update(model, batch):
     f_update(np.float32(0.01))
     deltas = {'delta/%s' % k: np.asarray(p.get_value()) - model.params[k]
               for k, p in model.tparams.items()}
+    # the parameters' size: a float32 parameter holds its update only to its ulp
+    deltas.update(('param_max/%s' % k, np.abs(v).max()) for k, v in model.params.items())
     return float(train_cost), deltas
 
 

@@ -112,8 +112,17 @@ def test_training_update(numbers, name):
     prefix = '%s/delta/' % name
     params = sorted(k for k in cpu if k.startswith(prefix))
     assert params and sorted(k for k in gpu if k.startswith(prefix)) == params
-    worst = max((rel_diff(gpu[k], cpu[k]), k) for k in params)
-    assert worst[0] <= RTOL, 'update of %s differs by %.3g' % (worst[1], worst[0])
+    largest = max(np.abs(cpu[k]).max() for k in params)
+    for k in params:
+        # new - old of float32 parameters: each side rounds the new value to
+        # the parameter's ulp, so two ulps of its size are allowed beyond 1e-4;
+        # an update below 1e-3 of the largest (a gradient zero in exact
+        # arithmetic, as c_tt's: rounding noise) is compared on that scale
+        ulp = np.finfo(np.float32).eps * float(cpu[k.replace('/delta/', '/param_max/')])
+        diff = np.abs(gpu[k] - cpu[k]).max()
+        size = max(np.abs(cpu[k]).max(), 1e-3 * largest)
+        assert diff <= RTOL * size + 2 * ulp, \
+            'update of %s differs by %.3g relative (%.3g; ulp %.3g)' % (k, diff / size, diff, ulp)
     # the update really moved the parameters
     assert all(np.abs(cpu[k]).max() > 0 for k in params)
 
