@@ -173,20 +173,9 @@ def _shared_elemwise_kernels(elemwise):
 
 def _lazy_reduction_kernels(elemwise):
     """GpuCAReduceCPY makes its Python kernel when its Python code first
-    runs, not when its node is prepared, and nodes of one reduction share
-    it."""
-    op = elemwise.GpuCAReduceCPY
-    generate = op.generate_kernel
-    kernels = {}
-    op.prepare_node = lambda self, node, storage_map, compute_map, impl: None
-
-    def generate_kernel(self, node, odtype, redux):
-        x = node.inputs[0].type
-        key = (x.context, type(self.scalar_op), odtype, tuple(redux), x.dtype, x.ndim)
-        if key not in kernels:
-            kernels[key] = generate(self, node, odtype, redux)
-        return kernels[key]
-    op.generate_kernel = generate_kernel
+    runs (get_kernel_cache), not when its node is prepared."""
+    elemwise.GpuCAReduceCPY.prepare_node = \
+        lambda self, node, storage_map, compute_map, impl: None
 
 
 # C99's float names of the math functions, which OpenCL C spells without
@@ -420,8 +409,7 @@ REPAIRS = [
         "code when the node is prepared, which builds kernels, although the "
         "node runs its C code (with kernels of its own): 30% of the time to "
         "make a model's functions with pocl.  The Python kernel is made when "
-        "the Python code first runs, and the nodes of one reduction (same "
-        "axes, types and context) share it.",
+        "the Python code first runs.",
         _lazy_reduction_kernels),
     AfterImport(
         "exact_integer_max_min", "theano.scalar.basic",

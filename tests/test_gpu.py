@@ -24,6 +24,7 @@ import pytest
 import theano_env
 from conftest import CONFIGS, FULL, HERE
 from gpu_devices import DEVICES, why_not
+from gpu.check import NOISE_FLOOR
 
 RTOL = 1e-4
 # One configuration of each decoder, dropout on (making the functions of one
@@ -116,11 +117,10 @@ def test_training_update(numbers, name):
     for k in params:
         # new - old of float32 parameters: each side rounds the new value to
         # the parameter's ulp, so two ulps of its size are allowed beyond 1e-4;
-        # an update below 1e-3 of the largest (a gradient zero in exact
-        # arithmetic, as c_tt's: rounding noise) is compared on that scale
+        # a tiny update is compared on the scale of the largest (NOISE_FLOOR)
         ulp = np.finfo(np.float32).eps * float(cpu[k.replace('/delta/', '/param_max/')])
         diff = np.abs(gpu[k] - cpu[k]).max()
-        size = max(np.abs(cpu[k]).max(), 1e-3 * largest)
+        size = max(np.abs(cpu[k]).max(), NOISE_FLOOR * largest)
         assert diff <= RTOL * size + 2 * ulp, \
             'update of %s differs by %.3g relative (%.3g; ulp %.3g)' % (k, diff / size, diff, ulp)
     # the update really moved the parameters
