@@ -12,11 +12,13 @@ Exit statuses:
   be written (disk full, permission denied, no such folder: any ``OSError``
   that reaches here), or a run that cannot go on (``CommandError``);
 * 2: a bad command line (``ArgumentParser``: one line naming the option);
+* 141: the reader of the output went away (``... | head``), quietly;
 * 130 / 143: interrupted by SIGINT (Ctrl-C) / SIGTERM (128 + the signal's
   number, as a shell reports a process that the signal ended); training
   first writes a checkpoint (``Interrupted``).
 """
 import argparse
+import os
 import signal
 import sys
 
@@ -56,11 +58,22 @@ def run(action):
         action()
     except (InputError, CommandError) as e:
         return _fail(getattr(e, 'label', 'error'), str(e), getattr(e, 'status', 1))
+    except BrokenPipeError:
+        return _reader_left()
     except OSError as e:
         return _fail('error', os_error_text(e), 1)
     except KeyboardInterrupt:
         return _fail('interrupted', 'Ctrl-C (SIGINT)', 128 + signal.SIGINT)
     return 0
+
+
+def _reader_left():
+    """The reader of our output went away (``... | head``): stop quietly,
+    as a filter does on SIGPIPE (status 128 + 13); what is still buffered
+    goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _fail(label, message, status):

@@ -4,8 +4,10 @@
 # Safe to run again: it only installs what is missing.
 #
 #   bash setup.sh                  the CPU set-up
-#   bash setup.sh --gpu            and the GPU back-end, then the GPU check
-#                                  (NVIDIA driver needed; docs/gpu.md)
+#   bash setup.sh --opencl         and the GPU back-end on OpenCL: a CPU OpenCL
+#                                  device (pocl), on which the GPU tests run
+#   bash setup.sh --gpu            and the GPU back-end on CUDA and OpenCL, then
+#                                  the GPU check (NVIDIA driver needed; docs/gpu.md)
 #   bash setup.sh --gpu-packages   and only the GPU packages (no driver needed;
 #                                  what gpu/bundle.sh pack takes)
 set -euo pipefail
@@ -14,8 +16,8 @@ cd "$(dirname "$0")"
 GPU_MODE=
 case "${1:-}" in
     "") ;;
-    --gpu | --gpu-packages) GPU_MODE=${1#--} ;;
-    *) echo "usage: bash setup.sh [--gpu | --gpu-packages]" >&2; exit 2 ;;
+    --gpu | --opencl | --gpu-packages) GPU_MODE=${1#--} ;;
+    *) echo "usage: bash setup.sh [--opencl | --gpu | --gpu-packages]" >&2; exit 2 ;;
 esac
 
 # Debian packages, each installed with apt-get (as root) only when missing;
@@ -121,18 +123,29 @@ gpu_install_packages() {  # libgpuarray, its headers and pygpu into .venv
     rm -rf "$site/pygpu/tests" "$site"/pygpu/*.c "$tmp"
     .venv/bin/python -m pip install -q --disable-pip-version-check $GPU_PIP_PACKAGES \
         2> >(grep -v "^WARNING: Location" >&2)
-    .venv/bin/python gpu/theano_gpu_fix.py
     echo "setup: libgpuarray and pygpu $GPU_DEB_VERSION in .venv"
 }
 
+# OpenCL: the ICD loader, pocl's CPU device and CLBlast (libgpuarray's BLAS on
+# OpenCL), from Debian; then the bare-name links libgpuarray dlopens
+gpu_opencl() {
+    [ -e /etc/OpenCL/vendors/pocl.icd ] \
+        || apt_install pocl-opencl-icd "no OpenCL device on this CPU"
+    any_file /usr/lib/*/libOpenCL.so.1 \
+        || apt_install ocl-icd-libopencl1 "no OpenCL loader"
+    any_file /usr/lib/*/libclblast.so.1 \
+        || apt_install libclblast1 "no BLAS on OpenCL"
+    .venv/bin/python gpu/libraries.py link-opencl
+}
+
 gpu_link_cuda() {  # the bare-name CUDA links; NVRTC/cuBLAS wheels if none fits
-    if ! .venv/bin/python gpu/cuda_libs.py link; then
+    if ! .venv/bin/python gpu/libraries.py link; then
         local pins
-        pins=$(.venv/bin/python gpu/cuda_libs.py pins) || return 1
+        pins=$(.venv/bin/python gpu/libraries.py pins) || return 1
         echo "setup: installing $pins (matching the driver) with pip" >&2
         .venv/bin/python -m pip install -q --disable-pip-version-check $pins \
             2> >(grep -v "^WARNING: Location" >&2)
-        .venv/bin/python gpu/cuda_libs.py link
+        .venv/bin/python gpu/libraries.py link
     fi
 }
 
@@ -142,5 +155,6 @@ gpu_check() {
 
 case "$GPU_MODE" in
     gpu-packages) gpu_install_packages ;;
-    gpu) gpu_install_packages; gpu_link_cuda; gpu_check ;;
+    opencl) gpu_install_packages; gpu_opencl ;;
+    gpu) gpu_install_packages; gpu_opencl; gpu_link_cuda; gpu_check ;;
 esac

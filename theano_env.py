@@ -25,15 +25,19 @@ imports this module first; the user sets nothing by hand.  What it fixes:
 Settings the user gives in THEANO_FLAGS, OPENBLAS_NUM_THREADS,
 OMP_NUM_THREADS or MKL_NUM_THREADS win.
 
-GPU: ``THEANO_FLAGS=device=cuda`` is the one switch (docs/gpu.md).  Then
-this module (1) checks that ``setup.sh --gpu`` made the links libgpuarray
-loads, (2) re-executes the interpreter once with them on LD_LIBRARY_PATH (the
-dynamic loader reads that variable only when a process starts, and
-libgpuarray dlopens bare library names), (3) turns cuDNN off, (4) works
-around a theano-pymc 1.1.2 bug that always kept Theano off the GPU
-(_fix_gpuarray_optdb), and (5) after ``import theano`` stops the program with
-``error: ...`` if the GPU did not come up, where Theano would log the failure
-and quietly run on the CPU.  Theano itself is never imported here.
+Repairs: theano_repairs.install() (every repair of theano-pymc, applied as
+Theano imports the module it repairs).
+
+GPU: ``THEANO_FLAGS=device=cuda`` (an NVIDIA GPU) or ``device=opencl0:0``
+(an OpenCL device, such as the CPU's through pocl) is the one switch
+(docs/gpu.md); both go through the same back-end.  Then this module (1)
+checks that the set-up made the links libgpuarray loads, (2) re-executes the
+interpreter once with them on LD_LIBRARY_PATH (the dynamic loader reads that
+variable only when a process starts, and libgpuarray dlopens bare library
+names), (3) turns cuDNN off, and (4) after ``import theano`` stops the
+program with ``error: ...`` if the GPU did not come up, where Theano would
+log the failure and quietly run on the CPU.  Theano itself is never imported
+here.
 """
 import glob
 import importlib.abc
@@ -45,6 +49,7 @@ import sysconfig
 import warnings
 
 import distributed
+import theano_repairs
 
 # Theano 1.1.2 triggers these with numpy 1.23 / Python 3.11; they are noise.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -124,21 +129,22 @@ def _flag_given(flags, name):
 def configure(allow_gc=None):
     """Set THEANO_FLAGS defaults; must run before the first ``import theano``."""
     flags = os.environ.get("THEANO_FLAGS", "")
-    gpu = gpu_requested(flags)
+    kind = gpu_kind(flags)
     defaults = [
         ("floatX", "float32"),
         ("blas__ldflags", _blas_ldflags()),
         # GPU processes compile into a folder of their own: a CPU and a GPU
-        # process never wait for each other's compile lock
+        # process never wait for each other's compile lock; the repairs'
+        # fingerprint: see theano_repairs.fingerprint
         ("compiledir_format",
-         "compiledir_nmt-py%(python_version)s-np%(numpy_version)s"
-         + ("-cuda" if gpu else "")),
+         "compiledir_nmt-py%(python_version)s-np%(numpy_version)s-r"
+         + theano_repairs.fingerprint() + ("-" + kind if kind else "")),
         # openmp=True is broken in theano-pymc 1.1.2
         ("openmp", "False"),
     ]
     if allow_gc is not None:
         defaults.append(("allow_gc", str(bool(allow_gc))))
-    if gpu:
+    if kind:
         # Theano's cuDNN code targets cuDNN 5-7
         defaults.append(("dnn__enabled", "False"))
     extra = ["%s=%s" % (k, v) for k, v in defaults if not _flag_given(flags, k)]
@@ -146,18 +152,18 @@ def configure(allow_gc=None):
     # what we added, for device_env (a child on another device gets its own)
     added = [f for f in os.environ.get(_ADDED, "").split(",") if f]
     os.environ[_ADDED] = ",".join(added + extra)
-    # A None entry makes ``from theano.scan import scan_perform_ext`` raise
-    # ImportError, which scan answers by using its Python loop.
-    sys.modules.setdefault("theano.scan.scan_perform_ext", None)
 
 
 # --------------------------------------------------------------------------
-# GPU (THEANO_FLAGS=device=cuda)
+# GPU (THEANO_FLAGS=device=cuda or device=opencl0:0)
 
-# libgpuarray and the bare-name CUDA links that setup.sh --gpu (gpu/cuda_libs.py)
-# makes; Theano also finds gpuarray's headers and -lgpuarray under sys.prefix
+# libgpuarray and the bare-name links to the libraries it dlopens, per kind
+# of device, that the set-up makes (gpu/libraries.py); Theano also finds
+# gpuarray's headers and -lgpuarray under sys.prefix
 GPU_LIB_DIR = os.path.join(sys.prefix, "lib")
-GPU_LINKS = ("libcuda.so", "libnvrtc.so", "libcublas.so", "libgpuarray.so.3")
+GPU_LINKS = {"cuda": ("libcuda.so", "libnvrtc.so", "libcublas.so", "libgpuarray.so.3"),
+             "opencl": ("libOpenCL.so", "libclblast.so", "libgpuarray.so.3")}
+SETUP_COMMAND = {"cuda": "bash setup.sh --gpu", "opencl": "bash setup.sh --opencl"}
 _REEXEC_MARK = "NMT_GPU_REEXEC"
 
 
@@ -165,16 +171,25 @@ def _flag_value(flags, name):
     return _parse_flags(flags).get(name, "")
 
 
-def gpu_requested(flags=None):
-    """Whether THEANO_FLAGS asks for a CUDA device (device or init_gpu_device)."""
+def gpu_kind(flags=None):
+    """'cuda' or 'opencl' when THEANO_FLAGS asks for such a device (device or
+    init_gpu_device), else None."""
     flags = os.environ.get("THEANO_FLAGS", "") if flags is None else flags
-    return any(_flag_value(flags, name).startswith("cuda")
-               for name in ("device", "init_gpu_device"))
+    for name in ("device", "init_gpu_device"):
+        for kind in GPU_LINKS:
+            if _flag_value(flags, name).startswith(kind):
+                return kind
+    return None
+
+
+def gpu_requested(flags=None):
+    """Whether THEANO_FLAGS asks for a GPU back-end device."""
+    return gpu_kind(flags) is not None
 
 
 def device_env(device, env=None):
     """A copy of env (default os.environ) for a child process that runs on
-    device ('cpu' or 'cuda'): THEANO_FLAGS's device replaced, and Theano's
+    device ('cpu', 'cuda', 'opencl0:0', ...): THEANO_FLAGS's device replaced, and Theano's
     mark of a parent that holds the GPU removed (the child is a new process,
     not a fork, so it may open its own GPU context)."""
     env = dict(os.environ if env is None else env)
@@ -197,11 +212,13 @@ def _fail(reason):
 
 def _ensure_library_path():
     """Re-execute once with GPU_LIB_DIR first on LD_LIBRARY_PATH."""
-    missing = [n for n in GPU_LINKS
+    kind = gpu_kind()
+    missing = [n for n in GPU_LINKS[kind]
                if not os.path.exists(os.path.join(GPU_LIB_DIR, n))]
     if missing:
-        _fail("%s missing in %s: run `bash setup.sh --gpu` (or `gpu/bundle.sh "
-              "unpack`) for this environment" % (", ".join(missing), GPU_LIB_DIR))
+        _fail("%s missing in %s: run `%s`%s for this environment"
+              % (", ".join(missing), GPU_LIB_DIR, SETUP_COMMAND[kind],
+                 " (or `gpu/bundle.sh unpack`)" if kind == "cuda" else ""))
     paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     if GPU_LIB_DIR in paths:
         return
@@ -242,15 +259,6 @@ def _check_gpu_active(theano_module):
               % (_GpuLog.reason or "theano.gpuarray was not initialised"))
 
 
-def _fix_gpuarray_optdb(optdb_module):
-    """theano-pymc 1.1.2 bug: importing the submodule theano.gpuarray.optdb
-    replaces the name ``optdb`` (theano.compile.optdb) in theano.gpuarray's
-    namespace, so theano.gpuarray.use() fails on ``optdb.add_tags`` and
-    Theano stays on the CPU.  The submodule gets the method it is asked for."""
-    from theano.compile import optdb
-    optdb_module.add_tags = optdb.add_tags
-
-
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs a function on a module once its code has executed."""
 
@@ -273,14 +281,52 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+# pocl's kernel cache breaks when processes build into it at once (pocl
+# issue 1480: builds fail at random, "Could not initialize elemwise support"
+# here).  Each OpenCL process takes the first free numbered cache of its own,
+# held with a lock for its life: processes one after the other share slot 0
+# (a warm cache), processes side by side (test workers, two runs at once)
+# never share one.
+POCL_CACHE_ROOT = os.path.join(os.path.expanduser("~"), ".cache", "nmt-pocl")
+_POCL_MARK = "NMT_POCL_SLOT"
+_pocl_slot_lock = None
+
+
+def pocl_cache_slot(root=POCL_CACHE_ROOT):
+    """Lock and return the first free cache folder root/slot-N."""
+    import fcntl
+    global _pocl_slot_lock
+    os.makedirs(root, exist_ok=True)
+    for n in range(1024):
+        lock = open(os.path.join(root, "slot-%d.lock" % n), "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        _pocl_slot_lock = lock     # held until the process ends
+        return os.path.join(root, "slot-%d" % n)
+    raise OSError("%s: no free pocl cache slot" % root)
+
+
+def _take_pocl_cache_slot():
+    """POCL_CACHE_DIR: the user's, or a slot of our own (a slot set by the
+    process that started this one is its, not ours)."""
+    ours = os.environ.get(_POCL_MARK)
+    if os.environ.get("POCL_CACHE_DIR", ours) == ours:
+        os.environ["POCL_CACHE_DIR"] = os.environ[_POCL_MARK] = pocl_cache_slot()
+
+
 def _prepare_gpu():
-    _ensure_library_path()
+    _ensure_library_path()     # may start this process again: slots after it
+    if gpu_kind() == "opencl":
+        _take_pocl_cache_slot()
     logging.getLogger("theano.gpuarray").addHandler(_GpuLog())
-    sys.meta_path[:0] = [_AfterImport("theano", _check_gpu_active),
-                         _AfterImport("theano.gpuarray.optdb", _fix_gpuarray_optdb)]
+    sys.meta_path.insert(0, _AfterImport("theano", _check_gpu_active))
 
 
 if "theano" not in sys.modules:
     configure()
+    theano_repairs.install()
     if gpu_requested():
         _prepare_gpu()

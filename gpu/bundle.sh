@@ -13,15 +13,16 @@
 #
 # unpack: puts that Python back at the same absolute path (unless a Python of
 # the same version is there), makes .venv from it, links the node's CUDA
-# libraries (gpu/cuda_libs.py) and runs the GPU check.  Needs write access to the
+# libraries (gpu/libraries.py) and runs the GPU check.  Needs write access to the
 # Python's path (root for /root/...); no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."   # the project root
 
-# what the GPU path, the GPU check and tests/test_gpu.py import
+# what the GPU path, the GPU check and tests/test_gpu.py import (the repairs
+# of theano-pymc, theano_repairs.py, travel with the project's files)
 SITE_PACKAGES="numpy numpy.libs scipy scipy.libs theano filelock pygpu mako markupsafe
 six.py setuptools pkg_resources _distutils_hack distutils-precedence.pth
-pytest _pytest py.py pluggy iniconfig packaging"
+pytest _pytest py.py pluggy iniconfig packaging xdist execnet"
 # parts of the standard library nothing here uses
 STDLIB_OUT="test idlelib tkinter turtledemo ensurepip lib2to3 site-packages
 config-3.11-x86_64-linux-gnu/libpython3.11.a lib-dynload/_tkinter*"
@@ -107,12 +108,11 @@ unpack() {
     fi
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     cp -a "$tmp/site-packages/." "$site/"
-    .venv/bin/python gpu/theano_gpu_fix.py
     cp -a "$tmp/venv/." .venv/
     if [ -d .venv/cuda ]; then
-        .venv/bin/python gpu/cuda_libs.py link --search .venv/cuda
+        .venv/bin/python gpu/libraries.py link --search .venv/cuda
     else
-        .venv/bin/python gpu/cuda_libs.py link
+        .venv/bin/python gpu/libraries.py link
     fi
     [ "$check" = --no-check ] ||
         THEANO_FLAGS="${THEANO_FLAGS:+$THEANO_FLAGS,}device=cuda" .venv/bin/python gpu/check.py

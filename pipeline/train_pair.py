@@ -88,12 +88,17 @@ def parse_args(argv):
         argv, extra = argv[:cut], argv[cut + 1:]
     else:
         extra = []
+    # the name of the train_*.sh script that runs us, for --help and errors
+    prog = argv[argv.index('--prog') + 1] if '--prog' in argv[:-1] else None
     p = cli.ArgumentParser(
+        prog=prog,
         description='Train one decoder on one language pair with the papers\' '
         'settings, then score the test set.')
-    p.add_argument('--src-lang', required=True)
-    p.add_argument('--trg-lang', required=True)
-    p.add_argument('--vocab', type=int, required=True)
+    # a train_*.sh script gives these itself: its --help leaves them out
+    fixed = argparse.SUPPRESS if prog else None
+    p.add_argument('--src-lang', required=True, help=fixed)
+    p.add_argument('--trg-lang', required=True, help=fixed)
+    p.add_argument('--vocab', type=int, required=True, help=fixed)
     p.add_argument('--prog', default=None, help=argparse.SUPPRESS)
     p.add_argument('--dry-run', action='store_true',
                    help='print the commands and exit')
@@ -106,8 +111,6 @@ def parse_args(argv):
     p.add_argument('data_dir', metavar='DATA_DIR')
     p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
     args = p.parse_args(argv)
-    if args.prog:
-        p.prog = args.prog
     args.extra = extra
     try:
         decoder_flags(args.decoder)

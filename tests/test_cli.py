@@ -222,3 +222,18 @@ def test_nan_cost_stops_with_error_and_keeps_checkpoint(workdir):
     assert proc.returncode == 1
     assert proc.stderr.strip().split('\n')[-1].startswith('error: NaN')
     assert (workdir / 'nan.npz').read_bytes() == before
+
+
+def test_a_reader_that_goes_away_ends_a_filter_quietly(tmp_path):
+    """`... | head`: the command stops with status 141 (SIGPIPE's), no message."""
+    source = tmp_path / 'in.txt'
+    source.write_text('das ist ein satz .\n' * 200000)
+    with open(source) as stdin:
+        proc = subprocess.Popen([PY, os.path.join(ROOT, 'pipeline', 'preprocess.py'),
+                                 'postprocess', '--lang', 'en'], stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout.readline() == b'Das ist ein satz.\n'
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 141
+    assert err == b''

@@ -133,6 +133,15 @@ def test_bad_decoder(script, tmp_path):
     assert 'attentive-dot' in proc.stderr and 'memory-content_scope' in proc.stderr
 
 
+@pytest.mark.parametrize('script', sorted(SCRIPTS))
+def test_help_names_the_script_and_its_own_options(script):
+    proc = run_script(script, '--help')
+    assert proc.returncode == 0
+    assert proc.stdout.startswith('usage: %s [-h] [--dry-run] [--tiny] DECODER DATA_DIR'
+                                  % script), proc.stdout
+    assert '--src-lang' not in proc.stdout and 'train_pair' not in proc.stdout
+
+
 def test_missing_data_is_an_error(tmp_path):
     proc = run_script('train_es-en.sh', 'baseline', str(tmp_path / 'none'),
                       str(tmp_path / 'model'))

@@ -1,7 +1,8 @@
-"""Find the CUDA libraries that libgpuarray loads, and link them where it looks.
+"""Find the libraries that libgpuarray loads, and link them where it looks.
 
-    python gpu/cuda_libs.py link [--dest DIR] [--search DIR ...]
-    python gpu/cuda_libs.py pins          # pip pins of NVRTC and cuBLAS for this driver
+    python gpu/libraries.py link [--dest DIR] [--search DIR ...]   # CUDA
+    python gpu/libraries.py link-opencl [--dest DIR]               # OpenCL
+    python gpu/libraries.py pins          # pip pins of NVRTC and cuBLAS for this driver
 
 libgpuarray 0.7.6 (Debian's, under pygpu) dlopens the bare names
 ``libcuda.so``, ``libnvrtc.so`` and ``libcublas.so``; CUDA 12/13 installs
@@ -16,6 +17,12 @@ take the newest NVRTC that is not newer than the driver.  Searched: the
 folders given with --search (recursively, e.g. a venv holding pip's
 ``nvidia-*`` wheels), $CUDA_HOME, /usr/local/cuda*, the loader's cache
 (``ldconfig -p``) and the ``nvidia`` wheels on this Python's path.
+
+OpenCL: libgpuarray dlopens ``libOpenCL.so`` (the ICD loader, which finds
+the installed OpenCL platforms, such as pocl's CPU device) and
+``libclblast.so`` (CLBlast, its BLAS on OpenCL); Debian installs only
+``libOpenCL.so.1`` and ``libclblast.so.1``.  `link-opencl` links those.
+
 Only the standard library is used (no Theano, no pygpu).
 """
 import argparse
@@ -75,13 +82,49 @@ def device_count():
     return count.value
 
 
+def opencl_device_count():
+    """Number of OpenCL devices the ICD loader finds (0 without one)."""
+    try:
+        lib = ctypes.CDLL(find_opencl()['libOpenCL.so'])
+    except (NotFound, OSError):
+        return 0
+    platforms, count = (ctypes.c_void_p * 16)(), ctypes.c_uint(0)
+    if lib.clGetPlatformIDs(16, platforms, ctypes.byref(count)) != 0:
+        return 0
+    devices = 0
+    for i in range(min(count.value, 16)):
+        n = ctypes.c_uint(0)
+        # CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
+        if lib.clGetDeviceIDs(ctypes.c_void_p(platforms[i]), ctypes.c_uint64(0xFFFFFFFF),
+                              0, None, ctypes.byref(n)) == 0:
+            devices += n.value
+    return devices
+
+
+OPENCL_LIBRARIES = {'libOpenCL.so': 'libOpenCL.so.1', 'libclblast.so': 'libclblast.so.1'}
+
+
+def find_opencl():
+    """{bare name: path} of the OpenCL ICD loader and CLBlast."""
+    plan = {}
+    for bare, soname in OPENCL_LIBRARIES.items():
+        paths = [p for p in _ldconfig_paths(soname) +
+                 [os.path.join(d, soname) for d in DRIVER_DIRS] if os.path.exists(p)]
+        if not paths:
+            raise NotFound('%s not found (Debian: apt-get install ocl-icd-libopencl1 '
+                           'libclblast1 pocl-opencl-icd, or bash setup.sh --opencl)' % soname)
+        plan[bare] = os.path.realpath(paths[0])
+    return plan
+
+
 def _search_dirs(extra):
     dirs = list(extra)
     for var in ('CUDA_HOME', 'CUDA_PATH'):
         if os.environ.get(var):
             dirs += [os.path.join(os.environ[var], 'lib64'), os.path.join(os.environ[var], 'lib')]
     dirs += TOOLKIT_DIRS + sorted(glob.glob('/usr/local/cuda-*/lib64'), reverse=True)
-    dirs += [os.path.join(p, 'nvidia') for p in sys.path if os.path.isdir(os.path.join(p, 'nvidia'))]
+    dirs += [os.path.join(p, 'nvidia') for p in sys.path
+             if os.path.isdir(os.path.join(p, 'nvidia'))]
     return dirs
 
 
@@ -178,18 +221,21 @@ def make_links(dest, plan):
         if os.path.lexists(link):
             os.remove(link)
         os.symlink(target, link)
-        print('cuda_libs: %s -> %s' % (link, target))
+        print('libraries: %s -> %s' % (link, target))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('command', choices=['link', 'pins'])
+    p.add_argument('command', choices=['link', 'link-opencl', 'pins'])
     p.add_argument('--dest', default=os.path.join(sys.prefix, 'lib'),
                    help='folder of the links (default: %(default)s)')
     p.add_argument('--search', action='append', default=[],
                    help='more folders to search for libnvrtc/libcublas (recursive)')
     args = p.parse_args(argv)
     try:
+        if args.command == 'link-opencl':
+            make_links(args.dest, find_opencl())
+            return 0
         driver_path, driver_version = find_driver()
         if args.command == 'pins':
             print(' '.join(pins(driver_version)))
@@ -200,7 +246,7 @@ def main(argv=None):
     except NotFound as e:
         print('error: %s' % e, file=sys.stderr)
         return 1
-    print('cuda_libs: driver CUDA %d.%d (%s), NVRTC %d.%d'
+    print('libraries: driver CUDA %d.%d (%s), NVRTC %d.%d'
           % (driver_version + (driver_path,) + nvrtc_ver))
     make_links(args.dest, link_plan(driver_path, nvrtc_path, cublas_path))
     return 0

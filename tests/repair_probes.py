@@ -1,0 +1,326 @@
+"""Child process of test_theano_repairs.py: small graphs that need the repairs.
+
+    THEANO_FLAGS=device=cpu|opencl0:0 python tests/repair_probes.py PROBE [PROBE ...]
+
+Each probe builds one kind of graph the project (or Theano's GPU back-end
+around it) relies on, compiles it in the default mode with
+``on_opt_error=raise`` (an optimiser that fails raises instead of being
+logged), runs it and checks its numbers against NumPy; on a GPU device it
+also checks that the operation runs on the GPU.  Exit status 0 when every
+probe passes; a probe that fails raises (status 1), a crash ends the process
+with a signal.  Which repair each probe needs: test_theano_repairs.NEEDS.
+"""
+import os
+import sys
+import tempfile
+
+sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+import theano_env  # noqa: E402,F401  (must come before theano)
+
+import numpy as np  # noqa: E402
+import theano  # noqa: E402
+import theano.tensor as tensor  # noqa: E402
+from theano.sandbox.rng_mrg import MRG_RandomStream  # noqa: E402
+from theano.tensor.sort import topk  # noqa: E402
+
+import layers  # noqa: E402
+
+ON_GPU = theano.config.device != 'cpu'
+RNG = np.random.RandomState(1234)
+
+
+def gpu_op_names(fn):
+    """Class names of the function's nodes that run on the GPU (a scan on the
+    GPU, whose steps run there, as 'GpuScan')."""
+    names = []
+    for node in fn.maker.fgraph.toposort():
+        name = type(node.op).__name__
+        if name == 'Scan' and getattr(node.op, 'info', {}).get('gpua'):
+            names.append('GpuScan')
+        elif name.startswith(('Gpu', 'GPUA')):
+            names.append(name)
+    return names
+
+
+def expect_on_gpu(fn, *op_names):
+    """On a GPU device: each named op (a class-name prefix) runs there."""
+    if not ON_GPU:
+        return
+    names = gpu_op_names(fn)
+    for name in op_names:
+        assert any(n.startswith(name) for n in names), (name, names)
+
+
+def expect_close(got, want, rtol=1e-5):
+    got, want = np.asarray(got, dtype='float64'), np.asarray(want, dtype='float64')
+    assert got.shape == want.shape and np.allclose(got, want, rtol=rtol, atol=1e-6), \
+        (got, want)
+
+
+def probe_elemwise():
+    """Element-wise operations fused into one kernel, constants inside."""
+    x, y = tensor.matrix('x'), tensor.matrix('y')
+    fn = theano.function([x, y], tensor.tanh(x + 1) * y + 2)
+    a, b = RNG.rand(3, 4).astype('float32'), RNG.rand(3, 4).astype('float32')
+    expect_close(fn(a, b), np.tanh(a + 1) * b + 2)
+    expect_on_gpu(fn, 'GpuElemwise')
+
+
+def probe_scan():
+    """A scan (the recurrent layers' loop): a running sum."""
+    x = tensor.matrix('x')
+    sums, _ = theano.scan(lambda row, acc: acc + row, sequences=x,
+                          outputs_info=tensor.zeros_like(x[0]))
+    fn = theano.function([x], sums)
+    a = RNG.rand(5, 3).astype('float32')
+    expect_close(fn(a), np.cumsum(a, axis=0))
+    expect_on_gpu(fn, 'GpuScan')
+
+
+def probe_scan_reorder():
+    """A scan that keeps its last five steps (taps -4..-1) and returns only
+    the final one: its circular buffer is put in order at the end."""
+    x0, n = tensor.matrix('x0'), tensor.iscalar('n')
+    h, _ = theano.scan(lambda a, b, c, d: (a + b + c + d) * np.float32(0.5),
+                       outputs_info=[dict(initial=x0, taps=[-4, -3, -2, -1])], n_steps=n)
+    fn = theano.function([x0, n], h[-1])
+    start = RNG.rand(4, 3).astype('float32')
+    for steps in range(1, 9):     # every position of the buffer's end
+        rows = list(start)
+        for _ in range(steps):
+            rows.append((rows[-4] + rows[-3] + rows[-2] + rows[-1]) * np.float32(0.5))
+        expect_close(fn(start, steps), rows[-1])
+    expect_on_gpu(fn, 'GpuScan')
+
+
+def probe_integer_max_min():
+    """maximum/minimum of int64 values that a double cannot hold exactly."""
+    x, y = tensor.lvector('x'), tensor.lvector('y')
+    fn = theano.function([x, y], [tensor.maximum(x, y), tensor.minimum(x, y)])
+    a = np.array([2 ** 53 + 1, -(2 ** 62) - 1, 3], dtype='int64')
+    b = np.array([2 ** 53 - 7, 5, -(2 ** 60) - 3], dtype='int64')
+    high, low = fn(a, b)
+    assert np.array_equal(high, np.maximum(a, b)), (high, np.maximum(a, b))
+    assert np.array_equal(low, np.minimum(a, b)), (low, np.minimum(a, b))
+
+
+def probe_float_division():
+    """Floor division and maximum of floats (C99 names, NaN) in a GPU kernel."""
+    x, y = tensor.vector('x'), tensor.vector('y')
+    fn = theano.function([x, y], [x // y, tensor.maximum(x, y)])
+    a = np.array([7.5, -7.5, 3., np.nan], dtype='float32')
+    b = np.array([2., 2., -0.5, 1.], dtype='float32')
+    div, high = fn(a, b)
+    expect_close(div[:3], a[:3] // b[:3])
+    assert np.isnan(high[3]) and np.array_equal(high[:3], np.maximum(a, b)[:3]), high
+    expect_on_gpu(fn, 'GpuElemwise')
+
+
+def _pocl_builds(make):
+    """(make(), the number of program builds pocl logs while it runs); needs
+    POCL_DEBUG=llvm in the environment of this process."""
+    with tempfile.TemporaryFile() as log:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            made = make()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        return made, log.read().count(b'BUILDING for device')
+
+
+def probe_shared_kernels():
+    """The nodes of one element-wise op build its kernels once: a second
+    function with eight such nodes builds none (pocl's build log, OpenCL)."""
+    assert os.environ.get('POCL_DEBUG') == 'llvm', 'run with POCL_DEBUG=llvm'
+
+    def function_of(n):
+        xs = [tensor.vector('x%d' % i) for i in range(n)]
+        return theano.function(xs, [tensor.tanh(x) * 3 for x in xs])
+    first, builds_first = _pocl_builds(lambda: function_of(1))
+    eight, builds_eight = _pocl_builds(lambda: function_of(8))
+    a = RNG.rand(4).astype('float32')
+    for out in eight(*[a] * 8) + first(a):
+        expect_close(out, np.tanh(a) * 3)
+    assert builds_first > 0 and builds_eight == 0, \
+        'program builds: %d for one node, %d more for eight' % (builds_first, builds_eight)
+
+
+def probe_lazy_reductions():
+    """A sum over an axis builds only its C code's kernels (two logged builds
+    a node), not also those of its Python code (pocl's build log, OpenCL)."""
+    assert os.environ.get('POCL_DEBUG') == 'llvm', 'run with POCL_DEBUG=llvm'
+    xs = [tensor.matrix('x%d' % i) for i in range(4)]
+    fn, builds = _pocl_builds(lambda: theano.function(xs, [x.sum(axis=0) for x in xs]))
+    a = RNG.rand(5, 3).astype('float32')
+    for out in fn(*[a] * 4):
+        expect_close(out, a.sum(axis=0))
+    assert builds <= 2 * 4, 'reduction builds when made: %d for four nodes' % builds
+
+
+def _builds_when_made(outputs_of, what):
+    """Make a function of two 3-d inputs; check that pocl built at most one
+    program for it (twice logged), and that it computes the right numbers on
+    contiguous and strided inputs (kernels built when first needed)."""
+    assert os.environ.get('POCL_DEBUG') == 'llvm', 'run with POCL_DEBUG=llvm'
+    x, y = tensor.tensor3('x'), tensor.tensor3('y')
+    out, numpy_of = outputs_of(x, y)
+    fn, builds = _pocl_builds(lambda: theano.function([x, y], out, on_unused_input='ignore'))
+    a, b = RNG.rand(3, 4, 6).astype('float32'), RNG.rand(2, 4, 6).astype('float32')
+    for args in ((a, b), (a[:, :, ::2], b[:, :, ::2])):
+        expect_close(fn(*args), numpy_of(*args))
+    assert builds <= 2, 'program builds when made: %d for a 3-d %s' % (builds, what)
+
+
+def probe_lazy_elemwise():
+    """A 3-d element-wise op builds its kernels when a call needs them."""
+    _builds_when_made(lambda x, y: (tensor.tanh(x) * 3, lambda a, b: np.tanh(a) * 3),
+                      'GpuElemwise')
+
+
+def probe_lazy_inc_subtensor():
+    """A 3-d increment of a slice builds its 'a += b' kernels when a call
+    needs them."""
+    def increment(a, b):
+        a = a.copy()
+        a[1:] += b
+        return a
+    _builds_when_made(lambda x, y: (tensor.inc_subtensor(x[1:], y), increment),
+                      'GpuIncSubtensor')
+
+
+def probe_unbuildable_kernel():
+    """A GpuElemwise whose kernel the device's compiler rejects (float floor
+    division in C99 names, run with the repair opencl_kernel_c off): a Python
+    error naming the op, not a crash."""
+    x, y = tensor.vector('x'), tensor.vector('y')
+    try:
+        theano.function([x, y], x // y)
+    except Exception as error:   # Theano wraps the op's error with the node
+        assert 'GpuElemwise{IntDiv}' in str(error), error
+    else:
+        raise AssertionError('the kernel was built: run this probe with opencl_kernel_c off')
+
+
+def probe_shape_assert():
+    """SpecifyShape, Assert and Shape of GPU values, lifted node by node
+    (op_lifter) rather than by the whole-graph GraphToGPU, which is left out:
+    the lifting of nodes that later optimisations create."""
+    x = tensor.matrix('x')
+    shaped = tensor.specify_shape(tensor.exp(x), (2, 3))
+    checked = tensor.opt.Assert()(shaped, tensor.gt(shaped.sum(), 0))
+    mode = theano.compile.mode.get_default_mode().excluding('gpuarray_graph_optimization')
+    fn = theano.function([x], [checked * 2, tensor.exp(x).shape], mode=mode)
+    a = RNG.rand(2, 3).astype('float32')
+    out, shape = fn(a)
+    expect_close(out, np.exp(a) * 2)
+    assert tuple(shape) == (2, 3)
+    expect_on_gpu(fn, 'GpuElemwise')
+
+
+def probe_softmax_grad():
+    """Softmax, log-softmax, argmax and their gradients (the output layer)."""
+    x = tensor.matrix('x')
+    probs = tensor.nnet.softmax(x)
+    cost = -tensor.log(probs[:, 0]).sum() - tensor.nnet.logsoftmax(x)[:, 1].sum()
+    fn = theano.function([x], [tensor.grad(cost, x), tensor.argmax(x, axis=1)])
+    a = RNG.rand(3, 5).astype('float32')
+    grad, best = fn(a)
+    p = np.exp(a - a.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    onehot = np.zeros_like(p)
+    onehot[:, 0] += 1
+    onehot[:, 1] += 1
+    expect_close(grad, 2 * p - onehot, rtol=1e-4)
+    assert np.array_equal(best, a.argmax(1))
+    expect_on_gpu(fn, 'GpuSoftmax')
+
+
+def probe_max_and_argmax():
+    """The maximum and its position along an axis, both used."""
+    x = tensor.matrix('x')
+    high, where = tensor.max_and_argmax(tensor.exp(x), axis=1)
+    fn = theano.function([x], [high, where])
+    a = RNG.rand(3, 5).astype('float32')
+    got_high, got_where = fn(a)
+    expect_close(got_high, np.exp(a).max(1))
+    assert np.array_equal(got_where, a.argmax(1))
+    expect_on_gpu(fn, 'GpuMaxAndArgmax')
+
+
+def probe_cumsum():
+    """Cumulative sum (theano.tensor.extra_ops)."""
+    x = tensor.matrix('x')
+    fn = theano.function([x], tensor.extra_ops.cumsum(tensor.exp(x), axis=0))
+    a = RNG.rand(4, 3).astype('float32')
+    expect_close(fn(a), np.cumsum(np.exp(a), axis=0))
+
+
+def probe_topk():
+    """The k largest values (theano.tensor.sort): compiled only; theano-pymc
+    1.1.2's TopKOp fails on the CPU in its own Python code (an IndexError),
+    and the project does not use it."""
+    x = tensor.vector('x')
+    theano.function([x], topk(tensor.exp(x), 2, sorted=False))
+
+
+def _mrg_on_both(outputs_of):
+    """Outputs of the same MRG graph compiled for the device and for the CPU."""
+    x = tensor.matrix('x')
+    gpu = theano.function([x], outputs_of(MRG_RandomStream(42), x))
+    cpu = theano.function([x], outputs_of(MRG_RandomStream(42), x),
+                          mode=theano.compile.mode.get_default_mode().excluding('gpuarray'))
+    a = RNG.rand(4, 6).astype('float32')
+    return gpu, gpu(a), cpu(a)
+
+
+def probe_dropout():
+    """The models' dropout (layers.dropout_layer: MRG uniform numbers, and a
+    switch on use_noise, a float): the same on every device."""
+    use_noise = theano.shared(np.float32(1.))
+    fn, got, want = _mrg_on_both(
+        lambda trng, x: layers.dropout_layer(x, use_noise, trng))
+    expect_close(got, want)
+    expect_on_gpu(fn, 'GPUA_mrg_uniform')
+
+
+def probe_multinomial():
+    """MRG multinomial sampling (stochastic search, samples during training)."""
+    fn, got, want = _mrg_on_both(
+        lambda trng, x: trng.multinomial(pvals=tensor.nnet.softmax(x)).argmax(1))
+    assert np.array_equal(got, want), (got, want)
+    expect_on_gpu(fn, 'GPUAMultinomialFromUniform')
+
+
+PROBES = {name[6:]: fn for name, fn in sorted(globals().items())
+          if name.startswith('probe_')}
+
+
+def main(argv):
+    """Run the named probes; with --keep-going, all of them, reporting each."""
+    keep_going = '--keep-going' in argv
+    names = [a for a in argv if a != '--keep-going']
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        raise SystemExit('unknown probe(s): %s (known: %s)' % (unknown, sorted(PROBES)))
+    failed = []
+    for name in names:
+        try:
+            PROBES[name]()
+        except Exception as error:
+            if not keep_going:
+                raise
+            failed.append(name)
+            print('probe %s: FAILED: %s: %s' % (name, type(error).__name__,
+                                                 ' '.join(str(error).split())[:300]))
+        else:
+            print('probe %s: passed on %s' % (name, theano.config.device))
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""Every repair of theano_repairs.py is needed, and together they work.
+
+The probes (tests/repair_probes.py) run in child processes on the CPU and on
+an OpenCL device (the CPU's, through pocl: ``bash setup.sh --opencl``), with
+every repair, then with one repair left out (NMT_THEANO_REPAIRS_OFF): each
+repair has a probe that fails without it, with the failure it exists for.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import theano_env
+import theano_repairs
+from conftest import HERE
+from gpu_devices import DEVICES, why_not
+
+OPENCL_REASON = why_not('opencl')
+needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
+
+CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min']
+GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
+              'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
+              'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
+              'scan_reorder']
+
+# repair: (device kind, probe that fails without it, a fragment of its failure)
+NEEDS = {
+    'no_compiled_scan': ('cpu', 'scan', 'longintrepr.h'),
+    'exact_integer_max_min': ('cpu', 'integer_max_min', '9007199254740992'),
+    'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
+    'gpuarray_use_optdb': ('opencl', 'elemwise', "has no attribute 'add_tags'"),
+    'op_lifter_fgraph': ('opencl', 'shape_assert',
+                         "local_gpua_elemwise() missing 1 required positional argument"),
+    'graph_to_gpu_fgraph': ('opencl', 'elemwise',
+                            "local_gpua_elemwise() missing 1 required positional argument"),
+    'graph_to_gpu_count': ('opencl', 'elemwise', "object of type 'generator' has no len()"),
+    'fusion_gpu_test_value': ('opencl', 'elemwise', "has no attribute 'flatten'"),
+    'scan_gpu_region': ('opencl', 'scan', 'This is for CUDA arrays'),
+    'scan_reorder_overlap': ('opencl', 'scan_reorder', 'Memory copy overlap'),
+    'lazy_elemwise_kernels': ('opencl', 'lazy_elemwise', 'a 3-d GpuElemwise'),
+    'lazy_inc_subtensor_kernels': ('opencl', 'lazy_inc_subtensor', 'a 3-d GpuIncSubtensor'),
+    'lazy_reduction_kernels': ('opencl', 'lazy_reductions', 'reduction builds when made'),
+    'switch_on_floats': ('opencl', 'dropout', 'Could not initialize elemwise support'),
+    'opencl_kernel_c': ('opencl', 'float_division', 'Could not initialize elemwise support'),
+    'lifters_pass_fgraph': ('opencl', 'shape_assert',
+                            "_graph() missing 1 required positional argument"),
+    'lifters_take_fgraph_dnn_opt': ('opencl', 'softmax_grad',
+                                    'takes 4 positional arguments but 5 were given'),
+    'lifters_take_fgraph_extra_ops': ('opencl', 'cumsum',
+                                      'takes 4 positional arguments but 5 were given'),
+    'lifters_take_fgraph_sort': ('opencl', 'topk',
+                                 'takes 4 positional arguments but 5 were given'),
+    'lifters_take_fgraph_multinomial': ('opencl', 'multinomial',
+                                        'takes 4 positional arguments but 5 were given'),
+    'multinomial_init': ('opencl', 'multinomial', 'object.__init__() takes exactly one argument'),
+    'mrg_uniform_c_op': ('opencl', 'dropout', "Can't instantiate abstract class"),
+    'shared_elemwise_kernels': ('opencl', 'shared_kernels', 'more for eight'),
+    'max_and_argmax_c_op': ('opencl', 'max_and_argmax', "Can't instantiate abstract class"),
+}
+
+
+def run_probes(kind, probes, off=()):
+    """(exit status, output) of repair_probes.py on a device with repairs off."""
+    # the child's own defaults (its compile folder depends on the repairs)
+    env = theano_env.device_env(DEVICES.get(kind, 'cpu'))
+    env['THEANO_FLAGS'] += ',on_opt_error=raise'
+    env[theano_repairs.OFF_VARIABLE] = ','.join(off)
+    if kind == 'opencl':
+        env['POCL_DEBUG'] = 'llvm'   # probe_shared_kernels counts pocl's builds
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'repair_probes.py')] + probes,
+                          env=env, capture_output=True, text=True, timeout=1800)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_every_repair_is_listed_here():
+    tested = set(NEEDS) | {'elemwise_failed_build'}  # its own test, below
+    assert tested == {r.name for r in theano_repairs.REPAIRS}
+
+
+def test_a_source_edit_that_does_not_fit_stops_with_its_name_and_file():
+    edit = theano_repairs.SourceEdit('demo_edit', 'x', 'why', ('old()', 'new()', 2))
+    assert edit.edit('a = old()\nb = old()\n', 'x.py') == 'a = new()\nb = new()\n'
+    # already repaired in the file (by an older release of the project)
+    assert edit.edit('a = new()\n', 'x.py') == 'a = new()\n'
+    with pytest.raises(theano_repairs.RepairError, match="'demo_edit'.*x.py, found 1"):
+        edit.edit('a = old()\n', 'x.py')
+
+
+def test_the_installed_files_are_not_changed():
+    import importlib.util
+    for repair in theano_repairs.REPAIRS:
+        if isinstance(repair, theano_repairs.SourceEdit):
+            with open(importlib.util.find_spec(repair.module).origin) as f:
+                source = f.read()
+            for old, new, count in repair.replacements:
+                assert source.count(old) == count, (repair.name, old)
+
+
+def test_an_unknown_repair_name_is_refused(monkeypatch):
+    monkeypatch.setenv(theano_repairs.OFF_VARIABLE, 'no_such_repair')
+    with pytest.raises(theano_repairs.RepairError, match='no_such_repair'):
+        theano_repairs.active()
+
+
+def test_probes_pass_on_the_cpu_with_the_repairs():
+    code, out = run_probes('cpu', CPU_PROBES)
+    assert code == 0, out[-3000:]
+
+
+@needs_opencl
+def test_probes_pass_on_opencl_with_the_repairs():
+    code, out = run_probes('opencl', GPU_PROBES)
+    assert code == 0, out[-3000:]
+
+
+@pytest.mark.parametrize('repair', sorted(NEEDS))
+def test_each_repair_is_needed(repair):
+    kind, probe, failure = NEEDS[repair]
+    if kind == 'opencl' and OPENCL_REASON:
+        pytest.skip(OPENCL_REASON)
+    code, out = run_probes(kind, [probe], off=[repair])
+    assert code != 0, 'probe %s passed without %s:\n%s' % (probe, repair, out[-2000:])
+    assert failure in out, out[-3000:]
+
+
+@needs_opencl
+def test_a_kernel_that_does_not_build_is_an_error_not_a_crash():
+    """With OpenCL C's names left out, the float division's kernel does not
+    build: an error naming the op, and without elemwise_failed_build a crash."""
+    code, out = run_probes('opencl', ['unbuildable_kernel'], off=['opencl_kernel_c'])
+    assert code == 0, out[-3000:]
+    code, out = run_probes('opencl', ['unbuildable_kernel'],
+                           off=['opencl_kernel_c', 'elemwise_failed_build'])
+    assert code < 0, (code, out[-2000:])   # killed by a signal (SIGSEGV)

@@ -1,0 +1,523 @@
+"""Every repair this project makes to theano-pymc 1.1.2, in one place.
+
+theano-pymc 1.1.2 half-converted its GPU back-end (``theano.gpuarray``) to
+the interfaces of its 1.1 series, and some of its code predates Python 3.11.
+Each repair below is named, says what it fixes and why, and is applied the
+same way on every machine: ``install()`` (called by theano_env, which every
+entry point imports before Theano) registers an import hook, and each repair
+acts when Theano imports the module it repairs.  The installed files are
+never changed.  Three kinds:
+
+* ``SourceEdit``: exact text replaced in the module's source before the
+  module runs.  Each edit must find its text as many times as it says (or
+  find the text it writes, for a file an earlier release of this project
+  changed in place); otherwise ``import theano`` stops with ``RepairError``,
+  naming the repair and the file: a different Theano is never repaired on
+  assumptions.
+* ``AfterImport``: a function applied to the module once it has run.
+* ``Absent``: a module whose import must fail with ImportError.
+
+``NMT_THEANO_REPAIRS_OFF=name,name`` leaves the named repairs out; only the
+tests use it, to show that each repair is needed (tests/test_theano_repairs.py).
+"""
+import hashlib
+import importlib.abc
+import importlib.util
+import os
+import re
+import sys
+from collections import OrderedDict
+
+OFF_VARIABLE = "NMT_THEANO_REPAIRS_OFF"
+
+
+class RepairError(ImportError):
+    """A repair does not fit the installed Theano."""
+
+
+class Repair(object):
+    """A named change to one module of Theano; ``why`` says what it fixes.
+    ``changes_compiled_code``: it changes C code that Theano compiles."""
+
+    def __init__(self, name, module, why, changes_compiled_code=False):
+        self.name, self.module, self.why = name, module, why
+        self.changes_compiled_code = changes_compiled_code
+
+
+class SourceEdit(Repair):
+    """Replace texts in a module's source: each ``(old, new)`` or
+    ``(old, new, count)``, ``old`` found exactly ``count`` times (default 1)."""
+
+    def __init__(self, name, module, why, *replacements, changes_compiled_code=False):
+        Repair.__init__(self, name, module, why, changes_compiled_code)
+        self.replacements = [r if len(r) == 3 else r + (1,) for r in replacements]
+
+    def edit(self, source, path):
+        for old, new, count in self.replacements:
+            found = source.count(old)
+            if found == count:
+                source = source.replace(old, new)
+            elif not (found == 0 and new in source):  # else: repaired in the file
+                raise RepairError(
+                    "theano_repairs: repair %r expects its text %d time(s) in %s, found %d:"
+                    " this is not theano-pymc 1.1.2 as the project knows it"
+                    % (self.name, count, path, found))
+        return source
+
+
+class AfterImport(Repair):
+    """Call ``apply(module)`` once the module has run."""
+
+    def __init__(self, name, module, why, apply, changes_compiled_code=False):
+        Repair.__init__(self, name, module, why, changes_compiled_code)
+        self.apply = apply
+
+
+class Absent(Repair):
+    """Make ``import module`` raise ImportError (a None entry in sys.modules)."""
+
+
+# --------------------------------------------------------------------------
+# The repairs
+
+def _hide_c_with_defaults(interface):
+    """HideC's hidden hooks return CLinkerOp's defaults; c_code still raises."""
+    base = interface.CLinkerOp
+    for hook in HIDDEN_HOOKS:
+        setattr(interface.HideC, hook, getattr(base, hook))
+
+
+def _exact_integer_max_min(scalar_basic):
+    """ScalarMaximum/ScalarMinimum on integers: the plain comparison."""
+    for cls, compare in ((scalar_basic.ScalarMaximum, ">"), (scalar_basic.ScalarMinimum, "<")):
+        _wrap_c_code(cls, compare, scalar_basic.discrete_types)
+
+
+def _wrap_c_code(cls, compare, discrete_types):
+    float_c_code = cls.c_code
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        if node.outputs[0].type not in discrete_types:
+            return float_c_code(self, node, name, inputs, outputs, sub)
+        (x, y), (z,) = inputs, outputs
+        return "%s = ((%s) %s (%s)) ? (%s) : (%s);" % (z, y, compare, x, y, x)
+    cls.c_code = c_code
+
+
+def _switch_on_floats(scalar_basic):
+    """Switch on a float condition compares it with zero."""
+    c_code = scalar_basic.Switch.c_code
+
+    def switch_c_code(self, node, name, inputs, outputs, sub):
+        if node.inputs[0].type.dtype.startswith("float"):
+            inputs = ["(%s != 0)" % inputs[0]] + list(inputs[1:])
+        return c_code(self, node, name, inputs, outputs, sub)
+    scalar_basic.Switch.c_code = switch_c_code
+
+
+# C support code of every GpuElemwise module: the nodes of one op (one
+# module) share one GpuElemwise object, and its kernels, per GPU context
+SHARED_ELEMWISE = r"""
+static struct { gpucontext *ctx; GpuElemwise *ge; int users; } shared_ge[16];
+
+static GpuElemwise *shared_ge_take(gpucontext *ctx) {
+    for (int i = 0; i < 16; i++)
+        if (shared_ge[i].ge != NULL && shared_ge[i].ctx == ctx) {
+            shared_ge[i].users++;
+            return shared_ge[i].ge;
+        }
+    return NULL;
+}
+
+static void shared_ge_keep(gpucontext *ctx, GpuElemwise *ge) {
+    for (int i = 0; i < 16; i++)
+        if (shared_ge[i].ge == NULL) {
+            shared_ge[i].ctx = ctx;
+            shared_ge[i].ge = ge;
+            shared_ge[i].users = 1;
+            return;
+        }   /* table full: the node keeps its own, freed by its cleanup */
+}
+
+static void shared_ge_release(GpuElemwise *ge) {
+    for (int i = 0; i < 16; i++)
+        if (shared_ge[i].ge != NULL && shared_ge[i].ge == ge) {
+            if (--shared_ge[i].users == 0) {
+                GpuElemwise_free(ge);
+                shared_ge[i].ge = NULL;
+            }
+            return;
+        }
+    GpuElemwise_free(ge);
+}
+"""
+
+
+def _shared_elemwise_kernels(elemwise):
+    """GpuElemwise's nodes take their GpuElemwise from the module's table."""
+    op = elemwise.GpuElemwise
+    init, cleanup = op.c_init_code_struct, op.c_cleanup_code_struct
+
+    def c_init_code_struct(self, node, name, sub):
+        ctx = "%s->ctx" % sub["params"]
+        return ("ge = shared_ge_take(%s);\nif (ge == NULL) {\n%s\nshared_ge_keep(%s, ge);\n}\n"
+                % (ctx, init(self, node, name, sub), ctx))
+
+    def c_cleanup_code_struct(self, node, name):
+        return cleanup(self, node, name).replace("GpuElemwise_free(ge)",
+                                                 "shared_ge_release(ge)")
+    op.c_init_code_struct = c_init_code_struct
+    op.c_cleanup_code_struct = c_cleanup_code_struct
+    op.c_support_code = lambda self, **kwargs: SHARED_ELEMWISE
+
+
+def _lazy_reduction_kernels(elemwise):
+    """GpuCAReduceCPY makes its Python kernel when its Python code first
+    runs (get_kernel_cache), not when its node is prepared."""
+    elemwise.GpuCAReduceCPY.prepare_node = \
+        lambda self, node, storage_map, compute_map, impl: None
+
+
+# C99's float names of the math functions, which OpenCL C spells without
+# the suffix (its functions are overloaded on the argument type)
+C99_FLOAT_MATH = re.compile(
+    r"\b(acos|acosh|asin|asinh|atan|atan2|atanh|cbrt|ceil|copysign|cos|cosh|erf|erfc|"
+    r"exp|exp2|expm1|fabs|fdim|floor|fma|fmax|fmin|fmod|hypot|lgamma|log|log10|log1p|"
+    r"log2|logb|nextafter|pow|remainder|rint|round|sin|sinh|sqrt|tan|tanh|tgamma|"
+    r"trunc)f\(")
+
+
+def opencl_c(code):
+    """C code of a scalar op in OpenCL C's terms: NAN for nan(""), the
+    overloaded math functions for C99's float ones (floorf, fmodf, ...)."""
+    return C99_FLOAT_MATH.sub(r"\1(", code.replace('nan("")', "NAN"))
+
+
+def _opencl_kernel_code(elemwise):
+    """GpuElemwise's kernel code for an OpenCL device in OpenCL C's terms."""
+    generate = elemwise.GpuElemwise._generate_op_string
+
+    def generate_op_string(self, node):
+        support_code, kop = generate(self, node)
+        if node.inputs[0].type.context.kind == b"opencl":
+            kop = opencl_c(kop)
+        return support_code, kop
+    elemwise.GpuElemwise._generate_op_string = generate_op_string
+
+
+# HideC's hooks other than c_code, whose MethodNotDefined makes an op run
+# its Python code
+HIDDEN_HOOKS = ("c_code_cleanup", "c_headers", "c_header_dirs", "c_libraries",
+                "c_lib_dirs", "c_support_code", "c_support_code_apply",
+                "c_compile_args", "c_no_compile_args", "c_init_code",
+                "c_init_code_apply", "c_init_code_struct", "c_support_code_struct",
+                "c_cleanup_code_struct")
+
+
+# the first lines of a lifter whose op has CUDA code only: no lift elsewhere
+CUDA_ONLY = ("    from theano.gpuarray.type import get_context\n"
+             "    if get_context(%s).kind != b\"cuda\":\n"
+             "        return None\n")
+
+
+def _lifters_take_fgraph(module, lifters, cuda_only=()):
+    """The lifters of one module take the function graph first; those named
+    in cuda_only lift only onto CUDA devices."""
+    name = module.rsplit(".", 1)[1]
+    why = ("theano-pymc 1.1 calls every GPU lifter with the function graph "
+           "first (see op_lifter_fgraph); these lifters of %s kept the old "
+           "signature, fail with a TypeError that Theano only logs, and their "
+           "nodes stay on the CPU: %s." % (name, ", ".join(l for l, _ in lifters)))
+    if cuda_only:
+        why += (" %s lift(s) an op that has CUDA code only, and GraphToGPU "
+                "ignores op_lifter's cuda_only: on another device the node would "
+                "reach the GPU without code ('No Python implementation'), so it "
+                "stays on the CPU there." % ", ".join(cuda_only))
+    return SourceEdit(
+        "lifters_take_fgraph_" + name, module, why,
+        *[("def %s(op, %s, inputs, outputs):\n" % (l, ctx),
+           "def %s(fgraph, op, %s, inputs, outputs):\n" % (l, ctx)
+           + (CUDA_ONLY % ctx if l in cuda_only else "")) for l, ctx in lifters])
+
+
+REPAIRS = [
+    Absent(
+        "no_compiled_scan", "theano.scan.scan_perform_ext",
+        "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "
+        "on Python 3.11; when its import fails with ImportError, scan runs "
+        "its Python loop (the same numbers)."),
+    AfterImport(
+        "hidec_defaults", "theano.link.c.interface",
+        "The C linker of theano-pymc 1.1 calls every c_* hook of an op and "
+        "expects CLinkerOp's defaults ([] or ''); it no longer catches "
+        "MethodNotDefined.  HideC, through which every GPU op hides the C code "
+        "of its CPU parent (GpuElemwise, GpuAlloc, GpuReshape, GpuJoin, ...), "
+        "still raises it from each hook: building the op's C code then fails, "
+        "Theano falls back to the op's Python code, and a GPU op without one "
+        "stops with 'No Python implementation is provided by this Op'.  The "
+        "hidden hooks return the defaults; c_code itself still raises.",
+        _hide_c_with_defaults),
+    SourceEdit(
+        "gpuarray_use_optdb", "theano.gpuarray",
+        "theano.gpuarray.use() tags the GPU optimisations in 'optdb', the "
+        "optimiser database imported from theano.compile; importing the "
+        "submodule theano.gpuarray.optdb replaces that name by the module, "
+        "use() fails on add_tags, and Theano logs an error and stays on the "
+        "CPU.  use() imports theano.compile's database where it needs it.",
+        ("    if default_to_move_computation_to_gpu:\n",
+         "    if default_to_move_computation_to_gpu:\n"
+         "        from theano.compile import optdb\n")),
+    SourceEdit(
+        "op_lifter_fgraph", "theano.gpuarray.opt_util",
+        "theano-pymc 1.1 gives the GPU lifters the function graph as first "
+        "argument, (fgraph, op, context_name, inputs, outputs), but op_lifter "
+        "still calls them without it: every lift made by op_lifter fails with "
+        "a TypeError that Theano only logs, and the node stays on the CPU.",
+        ("new_op = maker(node.op, context_name, node.inputs, node.outputs)",
+         "new_op = maker(fgraph, node.op, context_name, node.inputs, node.outputs)")),
+    SourceEdit(
+        "graph_to_gpu_fgraph", "theano.gpuarray.opt",
+        "GraphToGPU, the optimiser that moves whole graphs to the GPU, calls "
+        "the lifters without the function graph (see op_lifter_fgraph).",
+        ("new_ops = lopt.transform(\n                        node.op,",
+         "new_ops = lopt.transform(\n                        fgraph,\n"
+         "                        node.op,")),
+    SourceEdit(
+        "lifters_pass_fgraph", "theano.gpuarray.opt",
+        "Three lifters of theano.gpuarray.opt call their graph-level twins "
+        "without the function graph (see op_lifter_fgraph): Shape, "
+        "SpecifyShape and Assert nodes stay on the CPU.",
+        ("_graph(op, context_name, inputs, outputs)",
+         "_graph(fgraph, op, context_name, inputs, outputs)", 3)),
+    _lifters_take_fgraph("theano.gpuarray.dnn_opt",
+                         [("local_gpua_logsoftmax_to_dnn", "ctx_name"),
+                          ("local_gpua_softmax_dnn_grad", "ctx_name"),
+                          ("local_dnn_argmax", "ctx_name")]),
+    _lifters_take_fgraph("theano.gpuarray.extra_ops", [("local_gpua_cumop", "ctx_name")],
+                         cuda_only=["local_gpua_cumop"]),
+    _lifters_take_fgraph("theano.gpuarray.multinomial",
+                         [("local_gpua_multinomial", "context_name"),
+                          ("local_gpua_multinomial_wor", "context_name")]),
+    _lifters_take_fgraph("theano.gpuarray.sort", [("local_gpua_topkop", "ctx_name")],
+                         cuda_only=["local_gpua_topkop"]),
+    SourceEdit(
+        "multinomial_init", "theano.gpuarray.multinomial",
+        "The two multinomial sampling ops of the GPU pass themselves to their "
+        "base class's __init__, which object.__init__ refuses under Python 3: "
+        "sampling (translate.py's stochastic search, the samples shown during "
+        "training) stays on the CPU.",
+        ("        super().__init__(self)\n", "        super().__init__()\n", 2)),
+    SourceEdit(
+        "mrg_uniform_c_op", "theano.gpuarray.rng_mrg",
+        "theano-pymc 1.1 split Op (Python code) from COp (C code) and made "
+        "perform abstract.  GPUA_mrg_uniform, the MRG random generator on the "
+        "GPU (dropout, sampling), has only C code but stayed an Op: it cannot "
+        "be made ('Can't instantiate abstract class ... perform'), and "
+        "would never run its C code.  It becomes a COp without Python code, "
+        "as the other GPU kernels are.",
+        ("class GPUA_mrg_uniform(GpuKernelBase, mrg_uniform_base):",
+         "from theano.graph.op import _NoPythonCOp\n"
+         "from theano.gpuarray.basic_ops import GpuKernelBaseCOp\n\n\n"
+         "class GPUA_mrg_uniform(GpuKernelBaseCOp, _NoPythonCOp, mrg_uniform_base):")),
+    SourceEdit(
+        "max_and_argmax_c_op", "theano.gpuarray.reduction",
+        "Likewise GpuMaxAndArgmax, the maximum and its position along an axis "
+        "on the GPU, has only C code and no perform: it cannot be made, and "
+        "max_and_argmax stays on the CPU.  It becomes a COp without Python "
+        "code.",
+        ("class GpuMaxAndArgmax(COp):",
+         "from theano.graph.op import _NoPythonCOp\n\n\n"
+         "class GpuMaxAndArgmax(_NoPythonCOp):")),
+    SourceEdit(
+        "graph_to_gpu_count", "theano.gpuarray.opt",
+        "GraphToGPU counts the nodes a lifter created with len() of "
+        "applys_between(), which theano-pymc 1.1 made a generator: a "
+        "TypeError after every successful lift.",
+        ("applys_between([mapping[i] for i in node.inputs], outputs)\n",
+         "list(applys_between([mapping[i] for i in node.inputs], outputs))\n")),
+    SourceEdit(
+        "fusion_gpu_test_value", "theano.tensor.opt",
+        "The element-wise fusion gives each scalar input the first element of "
+        "its input's test value with the array method flatten(); a constant on "
+        "the GPU (a GpuArray, whose test value is its data) has no such "
+        "method, the fusion optimiser fails and the graph keeps unfused nodes.",
+        ("tmp.tag.test_value = tv.flatten()[0]",
+         "tmp.tag.test_value = np.asarray(tv).flatten()[0]")),
+    SourceEdit(
+        "elemwise_failed_build", "theano.gpuarray.elemwise",
+        "When GpuElemwise's kernel does not build (the device's compiler "
+        "rejects it), libgpuarray returns no elemwise object, Theano raises "
+        "its error and then frees that missing object in the op's cleanup "
+        "code: a segmentation fault instead of the error.  The cleanup frees "
+        "only what was made.",
+        ("        GpuElemwise_free(ge);\n",
+         "        if (ge != NULL) GpuElemwise_free(ge);\n"),
+        changes_compiled_code=True),
+    SourceEdit(
+        "scan_gpu_region", "theano.scan.op",
+        "Scan's Python loop notes where each GPU output's memory lies before "
+        "a step, to see afterwards whether the step wrote to it in place, "
+        "with the CUDA pointer 'gpudata', which pygpu refuses for other "
+        "back-ends ('This is for CUDA arrays'): every scan stops on OpenCL.  "
+        "The buffer and offset (base_data, offset) tell the same on both.",
+        ("= var.gpudata\n", "= (var.base_data, var.offset)\n", 2),
+        ("new_var.gpudata == old_data", "(new_var.base_data, new_var.offset) == old_data", 3)),
+    SourceEdit(
+        "scan_reorder_overlap", "theano.scan.op",
+        "A scan that keeps only its last steps stores them in a circular "
+        "buffer, which it puts in order at the end with two copies inside "
+        "one array.  Its test for the order of the copies (pdx >= store // 2) "
+        "lets the first one overlap itself when the buffer has an odd number "
+        "of rows: NumPy copies overlapping memory correctly, OpenCL refuses "
+        "it ('Memory copy overlap': the memory decoder's scan stopped), "
+        "CUDA's copy leaves the result undefined.  Comparing 2 * pdx with "
+        "the size never overlaps.",
+        ("if pdx >= store_steps[idx] // 2:", "if 2 * pdx >= store_steps[idx]:")),
+    SourceEdit(
+        "lazy_elemwise_kernels", "theano.gpuarray.elemwise",
+        "Not a fault, a cost: GpuElemwise_new (libgpuarray) builds, when a "
+        "function is made, the kernel for contiguous arrays and, for each "
+        "number of dimensions up to the node's, one for 64-bit and one for "
+        "32-bit indices: seven programs for a 3-d node, of which a call uses "
+        "one or two.  Given 0 dimensions, it builds the contiguous kernel "
+        "and the others when a call first needs them (libgpuarray makes "
+        "them on demand by design).  With pocl on a CPU each build is 0.1-1 s.",
+        ("args, %(nd)s, GE_CONVERT_F16);", "args, 0, GE_CONVERT_F16);"),
+        changes_compiled_code=True),
+    SourceEdit(
+        "lazy_inc_subtensor_kernels", "theano.gpuarray.subtensor",
+        "The same for the 'a += b' kernels of GpuIncSubtensor and "
+        "GpuAdvancedIncSubtensor (the gradients of every slice and lookup).",
+        ("2, args, %(nd)s, GE_CONVERT_F16);", "2, args, 0, GE_CONVERT_F16);"),
+        ("2, args, %(params)s->ndim_input_1, GE_CONVERT_F16);",
+         "2, args, 0, GE_CONVERT_F16);"),
+        changes_compiled_code=True),
+    AfterImport(
+        "shared_elemwise_kernels", "theano.gpuarray.elemwise",
+        "Not a fault, a cost: each GpuElemwise node builds its own kernels "
+        "when its function is made, although all nodes of one op (one "
+        "compiled module) build the same ones: 80-300 ms a node with pocl, "
+        "even from its cache, 150 s of the 270 s that one decoder "
+        "configuration's test functions took to make on 2 cores; NVRTC "
+        "builds each one too.  The nodes of an op share one GpuElemwise "
+        "object per GPU context (counted, freed with the last node).",
+        _shared_elemwise_kernels, changes_compiled_code=True),
+    AfterImport(
+        "lazy_reduction_kernels", "theano.gpuarray.elemwise",
+        "Not a fault, a cost: on OpenCL, each node of a sum or product over "
+        "axes (GpuCAReduceCPY) makes a pygpu ReductionKernel for its Python "
+        "code when the node is prepared, which builds kernels, although the "
+        "node runs its C code (with kernels of its own): 30% of the time to "
+        "make a model's functions with pocl.  The Python kernel is made when "
+        "the Python code first runs.",
+        _lazy_reduction_kernels),
+    AfterImport(
+        "exact_integer_max_min", "theano.scalar.basic",
+        "The C code of maximum and minimum keeps a third branch, nan(\"\"), "
+        "for NaN inputs, also on integers, which cannot be NaN: the "
+        "conditional expression then has the type double, rounding int64 "
+        "values above 2**53, and OpenCL C, whose nan() takes an integer code, "
+        "rejects the kernel of every GpuElemwise with a maximum of shapes "
+        "('no matching function for call to _cl_nan').  On integers they "
+        "compare and pick, as NumPy does.",
+        _exact_integer_max_min, changes_compiled_code=True),
+    AfterImport(
+        "switch_on_floats", "theano.scalar.basic",
+        "Switch writes cond ? a : b, and OpenCL C refuses a float as the "
+        "condition of ?: (the dropout of dl4mt switches on use_noise, a "
+        "float32): the kernel does not build.  A float condition is compared "
+        "with zero, which C reads the same way (NaN true, -0.0 false).",
+        _switch_on_floats, changes_compiled_code=True),
+    AfterImport(
+        "opencl_kernel_c", "theano.gpuarray.elemwise",
+        "GpuElemwise writes its kernels from the scalar ops' C code, which "
+        "uses C names that OpenCL C does not have: nan(\"\") on floats (a "
+        "quiet NaN is NAN in OpenCL C) and C99's float math functions "
+        "floorf, fmodf, ... (overloaded floor, fmod, ... in OpenCL C; seen in "
+        "the integer division of floats that the training update has).  The "
+        "kernels for an OpenCL device use OpenCL C's names; CUDA's are "
+        "unchanged (CUDA has C's).",
+        _opencl_kernel_code, changes_compiled_code=True),
+]
+
+
+def active():
+    """The repairs in force: all but those NMT_THEANO_REPAIRS_OFF names."""
+    off = set(filter(None, os.environ.get(OFF_VARIABLE, "").split(",")))
+    unknown = off - set(r.name for r in REPAIRS)
+    if unknown:
+        raise RepairError("theano_repairs: %s names no repair: %s"
+                          % (OFF_VARIABLE, ", ".join(sorted(unknown))))
+    return [r for r in REPAIRS if r.name not in off]
+
+
+def fingerprint():
+    """A short digest of the repairs in force that change the C code Theano
+    compiles, for the name of its compile cache: Theano keys a compiled op by
+    the op's version number, not its code, so a module compiled under other
+    repairs must not be reused."""
+    digest = hashlib.sha1()
+    for r in active():
+        if r.changes_compiled_code:
+            digest.update(repr((r.name, r.module, getattr(r, "replacements", None))).encode())
+    return digest.hexdigest()[:8]
+
+
+class _RepairingLoader(importlib.abc.Loader):
+    """Runs a module from its edited source, then its after-import repairs."""
+
+    def __init__(self, loader, edits, afters):
+        self.loader, self.edits, self.afters = loader, edits, afters
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        if self.edits:
+            path = self.loader.get_filename(module.__name__)
+            source = self.loader.get_source(module.__name__)
+            for edit in self.edits:
+                source = edit.edit(source, path)
+            exec(compile(source, path, "exec"), module.__dict__)
+        else:
+            self.loader.exec_module(module)
+        for repair in self.afters:
+            repair.apply(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, repairs):
+        self.by_module = OrderedDict()
+        for r in repairs:
+            self.by_module.setdefault(r.module, []).append(r)
+
+    def find_spec(self, fullname, path=None, target=None):
+        repairs = self.by_module.get(fullname)
+        if not repairs:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        spec.loader = _RepairingLoader(
+            spec.loader, [r for r in repairs if isinstance(r, SourceEdit)],
+            [r for r in repairs if isinstance(r, AfterImport)])
+        return spec
+
+
+def install():
+    """Apply every active repair as Theano imports its modules (once)."""
+    if any(isinstance(f, _Finder) for f in sys.meta_path):
+        return
+    if "theano" in sys.modules:
+        raise RepairError("theano_repairs: Theano was imported before the repairs "
+                          "(import theano_env first)")
+    repairs = active()
+    for r in repairs:
+        if isinstance(r, Absent):
+            sys.modules.setdefault(r.module, None)
+    sys.meta_path.insert(0, _Finder([r for r in repairs if not isinstance(r, Absent)]))
