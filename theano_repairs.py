@@ -241,6 +241,20 @@ def _lifters_take_fgraph(module, lifters, cuda_only=()):
 
 
 REPAIRS = [
+    SourceEdit(
+        "no_mpi_at_import", "theano.tensor.io",
+        "theano.tensor.io imports mpi4py.MPI when mpi4py is installed (the "
+        "setup installs it for distributed.py), and that import starts MPI: "
+        "every process that imports Theano becomes an MPI singleton (Open "
+        "MPI puts OMPI_*/PMIX_* variables in its environment).  An mpirun "
+        "started from such a process, or from a child that inherited them "
+        "(speed/benchmark.py train --workers, tests under pytest-xdist), "
+        "takes them for its own and exits with status 1, printing nothing.  "
+        "Theano's MPI ops (MPIRecv, MPISend) are left off; distributed.py "
+        "imports mpi4py itself, only under an MPI launcher.",
+        ("try:\n    from mpi4py import MPI\nexcept ImportError:\n    mpi_enabled = False\n"
+         "else:\n    comm = MPI.COMM_WORLD\n    mpi_enabled = True\n",
+         "mpi_enabled = False  # theano_repairs: no_mpi_at_import\n")),
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "

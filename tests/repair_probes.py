@@ -11,6 +11,8 @@ probe passes; a probe that fails raises (status 1), a crash ends the process
 with a signal.  Which repair each probe needs: test_theano_repairs.NEEDS.
 """
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -294,6 +296,21 @@ def probe_multinomial():
     assert np.array_equal(got, want), (got, want)
     expect_on_gpu(fn, 'GPUAMultinomialFromUniform')
 
+
+def probe_no_mpi_at_import():
+    """Importing Theano does not start MPI, so that this process can start
+    mpirun (no_mpi_at_import).  With mpi4py installed and without the
+    repair, both fail: mpi4py.MPI is loaded, and mpirun exits with 1."""
+    assert 'mpi4py.MPI' not in sys.modules, 'import theano initialised MPI'
+    mpirun = shutil.which('mpirun')
+    if mpirun is None:
+        return
+    # os.environ's changes reach the C environment that the child inherits
+    os.environ.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
+    proc = subprocess.run([mpirun, '-np', '1', sys.executable, '-c', 'print("started")'],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and 'started' in proc.stdout, \
+        'mpirun from a process that imported Theano: %d %r' % (proc.returncode, proc.stderr)
 
 PROBES = {name[6:]: fn for name, fn in sorted(globals().items())
           if name.startswith('probe_')}

@@ -5,6 +5,7 @@ an OpenCL device (the CPU's, through pocl: ``bash setup.sh --opencl``), with
 every repair, then with one repair left out (NMT_THEANO_REPAIRS_OFF): each
 repair has a probe that fails without it, with the failure it exists for.
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from gpu_devices import DEVICES, why_not
 OPENCL_REASON = why_not('opencl')
 needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
 
-CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min']
+CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
               'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
@@ -28,6 +29,7 @@ GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_as
 # repair: (device kind, probe that fails without it, a fragment of its failure)
 NEEDS = {
     'no_compiled_scan': ('cpu', 'scan', 'longintrepr.h'),
+    'no_mpi_at_import': ('cpu', 'no_mpi_at_import', 'import theano initialised MPI'),
     'exact_integer_max_min': ('cpu', 'integer_max_min', '9007199254740992'),
     'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
     'gpuarray_use_optdb': ('opencl', 'elemwise', "has no attribute 'add_tags'"),
@@ -89,7 +91,6 @@ def test_a_source_edit_that_does_not_fit_stops_with_its_name_and_file():
 
 
 def test_the_installed_files_are_not_changed():
-    import importlib.util
     for repair in theano_repairs.REPAIRS:
         if isinstance(repair, theano_repairs.SourceEdit):
             with open(importlib.util.find_spec(repair.module).origin) as f:
@@ -120,6 +121,8 @@ def test_each_repair_is_needed(repair):
     kind, probe, failure = NEEDS[repair]
     if kind == 'opencl' and OPENCL_REASON:
         pytest.skip(OPENCL_REASON)
+    if repair == 'no_mpi_at_import' and importlib.util.find_spec('mpi4py') is None:
+        pytest.skip('mpi4py is not installed (bash setup.sh builds it where mpicc is)')
     code, out = run_probes(kind, [probe], off=[repair])
     assert code != 0, 'probe %s passed without %s:\n%s' % (probe, repair, out[-2000:])
     assert failure in out, out[-3000:]
