@@ -257,7 +257,7 @@ def world():
 def _import_mpi(size):
     try:
         from mpi4py import MPI
-    except ImportError as e:
+    except (ImportError, RuntimeError, OSError) as e:   # no mpi4py, or no libmpi it can load
         raise LaunchError('started by an MPI launcher as one of %d workers, but mpi4py '
                           'cannot be imported (%s): bash setup.sh installs it, or start '
                           'one process without mpirun' % (size, e))

@@ -50,23 +50,15 @@ any_file /usr/share/fonts/truetype/wqy/wqy-*.tt? /usr/share/fonts/opentype/noto/
     || apt_install fonts-wqy-microhei "analysis/analyze.py figures will show Chinese words as boxes"
 
 # Open MPI for the training and translation over several workers (docs/distributed.md):
-# mpirun, and mpicc with the headers that mpi4py (requirements.txt) is built with.
+# mpirun and the libmpi that mpi4py's wheel (requirements.txt) loads when a run starts.
 command -v mpirun >/dev/null 2>&1 \
     || apt_install openmpi-bin "mpirun -np N (several workers) will not run"
-command -v mpicc >/dev/null 2>&1 \
-    || apt_install libopenmpi-dev "mpi4py cannot be built: no runs over several workers"
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-REQUIREMENTS=requirements.txt
-if ! command -v mpicc >/dev/null 2>&1; then   # mpi4py builds with mpicc: everything else
-    echo "setup: no mpicc: mpi4py left out (runs over several workers need it)" >&2
-    REQUIREMENTS=.venv/requirements-without-mpi.txt
-    grep -v '^mpi4py' requirements.txt > "$REQUIREMENTS"
-fi
-if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS" \
+if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt \
         2> >(grep -v "^WARNING: Location" >&2); then
     echo "setup: pip install -r requirements.txt failed" >&2
     exit 1

@@ -122,7 +122,7 @@ def test_each_repair_is_needed(repair):
     if kind == 'opencl' and OPENCL_REASON:
         pytest.skip(OPENCL_REASON)
     if repair == 'no_mpi_at_import' and importlib.util.find_spec('mpi4py') is None:
-        pytest.skip('mpi4py is not installed (bash setup.sh builds it where mpicc is)')
+        pytest.skip('mpi4py is not installed (bash setup.sh installs it)')
     code, out = run_probes(kind, [probe], off=[repair])
     assert code != 0, 'probe %s passed without %s:\n%s' % (probe, repair, out[-2000:])
     assert failure in out, out[-3000:]
