@@ -201,3 +201,18 @@ def get_model(nmt_module):
         model.reset()
         return model
     return get
+
+
+# The files whose tests take longest (minutes on one core: OpenCL kernels,
+# end-to-end runs, several MPI workers), run first: each file runs whole on
+# one xdist worker, so a long file taken last keeps one worker busy while
+# the others are done.
+LONGEST_FILES = ('test_gpu.py', 'test_train_scripts.py', 'test_distributed.py',
+                 'test_faults.py', 'test_theano_repairs.py')
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+    items.sort(key=rank)   # stable: the order within a file is kept
