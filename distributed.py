@@ -16,8 +16,9 @@ What the workers exchange (docs/distributed.md#how-it-works):
   summed in place over the workers (MPI Allreduce on the host);
 * ``broadcast_arrays`` / ``broadcast``: rank 0's values (parameters at the
   start, the source sentences of a translation);
-* ``agree``: one small value per worker, seen by every worker (the stop
-  decision of each update);
+* ``gather``: one value per worker, seen by every worker (the stop
+  decision of each update, the random streams of a checkpoint, the
+  translations);
 * ``check_same``: every worker's fingerprint of its options and data files
   against rank 0's; a difference is a ``LaunchError`` that names the option.
 
@@ -92,9 +93,6 @@ class SingleProcess(object):
     def broadcast(self, value, what=None):
         return value
 
-    def agree(self, value, what=None):
-        return [value]
-
     def gather(self, value, what=None):
         return [value]
 
@@ -165,12 +163,9 @@ class MPIWorld(object):
         """rank 0's ``value`` (any picklable object)."""
         return self._objects(value, what, root_only=True)
 
-    def agree(self, value, what='the stop decision'):
-        """Every worker's ``value``, in rank order, on every worker."""
-        return self._objects(value, what)
-
     def gather(self, value, what='a gather'):
-        """Every worker's ``value`` on every worker (as ``agree``)."""
+        """Every worker's ``value`` (any picklable object), in rank order,
+        on every worker."""
         return self._objects(value, what)
 
     def _objects(self, value, what, root_only=False):
@@ -198,7 +193,7 @@ class MPIWorld(object):
         """LaunchError (on rank 0, which reports it; the others wait for
         rank 0) unless every worker's ``fingerprint`` (a dict: option or
         file -> value) is rank 0's."""
-        everyone = self.agree(fingerprint, 'the check of the workers\' options')
+        everyone = self.gather(fingerprint, 'the check of the workers\' options')
         if not self.is_root:
             return
         for rank, theirs in enumerate(everyone[1:], 1):

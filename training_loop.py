@@ -262,7 +262,7 @@ class TrainingLoop(object):
         (stop_requests.py)."""
         if self.world.size == 1:
             return reason
-        decisions = self.world.agree((reason, self.requests.signum))
+        decisions = self.world.gather((reason, self.requests.signum), 'the stop decision')
         reasons = [r for r, _ in decisions if r is not None]
         signals = [s for _, s in decisions if s is not None]
         if signals and self.requests.signum is None:
