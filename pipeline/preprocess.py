@@ -5,19 +5,32 @@ prepare::
     python pipeline/preprocess.py prepare --src-lang es --trg-lang en \\
         --train PREFIX --dev PREFIX --test PREFIX --out DIR \\
         [--bpe-merges 49500] [--joint-bpe | --separate-bpe] [--vocab 50000] \\
-        [--zh-split whitespace|chars] [--jobs N]
+        [--zh-split whitespace|chars] [--jobs N] [--lowercase] \\
+        [--normalize-punctuation] [--no-aggressive-dash-splits] \\
+        [--bpe-vocabulary-threshold N]
 
-``PREFIX.es`` / ``PREFIX.en`` are raw UTF-8 text, one sentence a line.  Steps:
+``PREFIX.es`` / ``PREFIX.en`` are raw UTF-8 text (or gzip'd text, when
+PREFIX.LANG ends in ``.gz``), one sentence a line.  Steps:
 
 1. tokenisation with sacremoses' Moses tokeniser for each language,
    ``escape=True`` (``&apos;``, ``&quot;``, ``&amp;``, ...) and aggressive dash
-   splitting (``-a``: ``Fußgänger-Ampel`` -> ``Fußgänger @-@ Ampel``);
+   splitting (``-a``: ``Fußgänger-Ampel`` -> ``Fußgänger @-@ Ampel``; off with
+   ``--no-aggressive-dash-splits``, as ``tokenizer.perl`` without ``-a``).
+   Before it, with ``--lowercase``, the text is lowercased (``lowercase.perl``)
+   and, with ``--normalize-punctuation``, normalised by sacremoses' version of
+   Moses' ``normalize-punctuation.perl -l LANG`` (``perl_parity``), in that
+   order, as the Multi30k benchmark does (``pipeline/multi30k.py``);
 2. truecasing: a Moses truecaser trained on the tokenised training data of
    each side (model saved as ``DIR/truecase-model.LANG``), applied like
-   ``truecase.perl`` (known words keep their case);
+   ``truecase.perl`` (known words keep their case); none with ``--lowercase``;
 3. BPE (subword-nmt): merges learnt on the truecased training data, joint
    (both sides together, the default; ``DIR/bpe.codes``) or separate
-   (``DIR/bpe.codes.LANG``), applied to train, dev and test;
+   (``DIR/bpe.codes.LANG``), applied to train, dev and test.  With
+   ``--bpe-vocabulary-threshold N`` it is applied as subword-nmt's
+   ``apply_bpe.py --vocabulary bpe.vocab.LANG --vocabulary-threshold N``:
+   ``DIR/bpe.vocab.LANG`` counts the units of each side's BPE'd training data
+   (what ``learn_joint_bpe_and_vocab.py --write-vocabulary`` writes), and a
+   unit seen fewer than N times on that side is split back into smaller ones;
 4. dictionaries of the BPE'd training data built by ``build_dictionary.py``
    and cut to the vocabulary size: ``eos`` = 0, ``UNK`` = 1 and the most
    frequent words, every id < ``--vocab`` (``DIR/train.bpe.LANG.pkl/.json``).
@@ -32,7 +45,7 @@ tokenisation (escaped) and then every CJK character becomes a token of its own.
 Outputs in DIR: ``{train,dev,test}.bpe.{SRC,TRG}`` (model input),
 ``{dev,test}.tok.{SRC,TRG}`` (tokenised, truecased, before BPE: the
 references for tokenised BLEU), the dictionaries, the truecase models, the
-BPE codes, and ``preprocess.json`` (the settings, read by ``postprocess``).
+BPE codes (and vocabularies), and ``preprocess.json`` (the settings, read by ``postprocess``).
 Every output is written under a temporary name and renamed only when all
 steps have succeeded.
 
@@ -101,20 +114,32 @@ def _progress(message):
 class Tokenizer(object):
     """Moses tokenisation for one language (see the module docstring)."""
 
-    def __init__(self, lang, zh_split='whitespace'):
+    def __init__(self, lang, zh_split='whitespace', lowercase=False,
+                 normalize_punctuation=False, aggressive_dash_splits=True):
         self.lang = lang
         self.zh = is_zh(lang)
         self.zh_split = zh_split
+        self.lowercase = lowercase
+        self.aggressive_dash_splits = aggressive_dash_splits
+        self._normalizer = None
+        if normalize_punctuation:
+            from sacremoses import MosesPunctNormalizer
+            # perl_parity: as normalize-punctuation.perl (' -> " among others)
+            self._normalizer = MosesPunctNormalizer(lang=lang, perl_parity=True)
         self._moses = None
         if not (self.zh and zh_split == 'whitespace'):
             from sacremoses import MosesTokenizer
             self._moses = MosesTokenizer(lang='zh' if self.zh else lang)
 
     def __call__(self, line):
+        if self.lowercase:
+            line = line.lower()
+        if self._normalizer is not None:
+            line = self._normalizer.normalize(line)
         if self._moses is None:          # zh, already segmented
             return ' '.join(line.split())
-        text = self._moses.tokenize(line, aggressive_dash_splits=True,
-                                    escape=True, return_str=True)
+        text = self._moses.tokenize(line, escape=True, return_str=True,
+                                    aggressive_dash_splits=self.aggressive_dash_splits)
         if self.zh:                      # chars mode
             text = _CJK_RE.sub(r' \1 ', text)
         return ' '.join(text.split())
@@ -139,9 +164,11 @@ class Truecaser(object):
 
 
 class Bpe(object):
-    """subword-nmt BPE from a codes file; identity when no merge was learnt."""
+    """subword-nmt BPE from a codes file; identity when no merge was learnt.
+    ``vocabulary`` (a set of units) is apply_bpe.py's ``--vocabulary``: a
+    unit outside it is split back into smaller units."""
 
-    def __init__(self, codes_path):
+    def __init__(self, codes_path, vocabulary=None):
         from subword_nmt.apply_bpe import BPE
         with open(codes_path, encoding='utf-8') as f:
             lines = f.read().splitlines()
@@ -149,7 +176,7 @@ class Bpe(object):
         self._bpe = None
         if merges:
             with open(codes_path, encoding='utf-8') as f:
-                self._bpe = BPE(f)
+                self._bpe = BPE(f, vocab=vocabulary)
 
     def __call__(self, line):
         if self._bpe is None or not line.strip():
@@ -165,6 +192,22 @@ def learn_bpe(counts, merges, codes_path):
     out = io.StringIO()
     _learn(vocab, out, merges, is_dict=True)
     model_io.write_text(codes_path, out.getvalue())
+
+
+def bpe_vocabulary(codes_path, train_path, vocab_path, threshold):
+    """The units of ``train_path`` segmented with ``codes_path`` and seen at
+    least ``threshold`` times; their counts are written to ``vocab_path``
+    ('unit count' lines, most frequent first, as subword-nmt writes them)."""
+    segment = Bpe(codes_path)
+    counts = Counter()
+    for line in iter_lines(train_path):
+        counts.update(segment(line).split())
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    model_io.write_text(vocab_path, ''.join('%s %d\n' % kv for kv in ranked))
+    kept = set(unit for unit, count in counts.items() if count >= threshold)
+    # subword-nmt takes an empty vocabulary for none at all (no unit would be
+    # split); a unit that no text has keeps the set non-empty
+    return kept or {''}
 
 
 def undo_bpe(line):
@@ -205,9 +248,16 @@ def check_text_file(path):
     return sum(1 for _ in iter_lines(path))
 
 
-def _tokenize_worker_init(lang, zh_split):
+def tokenizer_options(args):
+    """The Tokenizer's keyword arguments from prepare's settings."""
+    return dict(zh_split=args.zh_split, lowercase=args.lowercase,
+                normalize_punctuation=args.normalize_punctuation,
+                aggressive_dash_splits=args.aggressive_dash_splits)
+
+
+def _tokenize_worker_init(lang, options):
     global _WORKER_TOKENIZER
-    _WORKER_TOKENIZER = Tokenizer(lang, zh_split)
+    _WORKER_TOKENIZER = Tokenizer(lang, **options)
 
 
 def _tokenize_worker(line):
@@ -243,20 +293,23 @@ def _input_paths(args):
     return {s: {l: '%s.%s' % (getattr(args, s), l) for l in langs} for s in SETS}
 
 
-def check_inputs(args):
-    """Check every input before anything is written; returns line counts."""
+def check_inputs(args, paths):
+    """Check the settings and every input before anything is written;
+    returns the line count of each set."""
     if args.src_lang == args.trg_lang:
         raise InputError('--src-lang and --trg-lang are both %r'
                               % args.src_lang)
     if args.bpe_merges < 0:
         raise InputError('--bpe-merges must be >= 0, not %d'
                               % args.bpe_merges)
-    if args.vocab < 3:
+    if args.vocab is not None and args.vocab < 3:
         raise InputError('--vocab must be at least 3 (eos, UNK and one '
                               'word), not %d' % args.vocab)
-    paths = _input_paths(args)
+    threshold = args.bpe_vocabulary_threshold
+    if threshold is not None and threshold < 1:
+        raise InputError('--bpe-vocabulary-threshold must be >= 1, not %d' % threshold)
     counts = {}
-    for name in SETS:
+    for name in paths:
         src, trg = (paths[name][args.src_lang], paths[name][args.trg_lang])
         n_src, n_trg = check_text_file(src), check_text_file(trg)
         if n_src != n_trg:
@@ -266,23 +319,35 @@ def check_inputs(args):
         if n_src == 0:
             raise InputError('%s: file is empty' % src)
         counts[name] = n_src
-    return paths, counts
+    return counts
 
 
 def vocabulary_dictionary(path, vocab):
-    """The project's dictionary of ``path``, ids limited to ``< vocab``."""
+    """The project's dictionary of ``path``, ids limited to ``< vocab``
+    (every word when ``vocab`` is None)."""
     import build_dictionary
     full = build_dictionary.build_dictionary(path)
+    if vocab is None:
+        return full, len(full)
     return type(full)((w, i) for w, i in full.items() if i < vocab), len(full)
 
 
 def prepare(args):
-    paths, counts = check_inputs(args)
+    prepare_sets(args, _input_paths(args), keep_tok=('dev', 'test'))
+
+
+def prepare_sets(args, paths, keep_tok):
+    """prepare's work on any sets: ``paths`` is {set: {lang: raw file}}, in
+    order, with a 'train' set (the one that BPE, the truecaser and the
+    dictionaries learn from); ``args`` holds prepare's settings (the options
+    of the command line); the tokenised files of the sets in ``keep_tok``
+    are outputs (SET.tok.LANG)."""
+    counts = check_inputs(args, paths)
     langs = (args.src_lang, args.trg_lang)
     os.makedirs(args.out, exist_ok=True)
     stage = tempfile.mkdtemp(prefix='.preprocess-', dir=args.out)
     try:
-        outputs = _prepare_in(stage, args, paths, counts, langs)
+        outputs = _prepare_in(stage, args, paths, counts, langs, keep_tok)
         # everything succeeded: give the outputs their final names
         for name in outputs:
             os.replace(os.path.join(stage, name), os.path.join(args.out, name))
@@ -291,20 +356,20 @@ def prepare(args):
     _progress('done: %s' % ', '.join(sorted(outputs)))
 
 
-def _prepare_in(stage, args, paths, counts, langs):
+def _prepare_in(stage, args, paths, counts, langs, keep_tok):
     def tmp(name):
         return os.path.join(stage, name)
 
     outputs = []
     # 1. tokenise
     for lang in langs:
-        tokenizer = Tokenizer(lang, args.zh_split)
+        tokenizer = Tokenizer(lang, **tokenizer_options(args))
         pool = None
         if args.jobs > 1:
             pool = multiprocessing.Pool(args.jobs, _tokenize_worker_init,
-                                        (lang, args.zh_split))
+                                        (lang, tokenizer_options(args)))
         try:
-            for name in SETS:
+            for name in paths:
                 _progress('tokenising %s (%d lines)' % (paths[name][lang],
                                                         counts[name]))
                 map_file(tokenizer, paths[name][lang], tmp('%s.rawtok.%s' % (name, lang)),
@@ -314,10 +379,10 @@ def _prepare_in(stage, args, paths, counts, langs):
                 pool.close()
                 pool.join()
 
-    # 2. truecase (not Chinese); count the training words for BPE
+    # 2. truecase (not Chinese, not lowercased text); count the training words for BPE
     word_counts = {}
     for lang in langs:
-        if is_zh(lang):
+        if is_zh(lang) or args.lowercase:
             truecase = None
         else:
             model = 'truecase-model.%s' % lang
@@ -328,7 +393,7 @@ def _prepare_in(stage, args, paths, counts, langs):
             truecase = Truecaser(tmp(model))
             outputs.append(model)
         counter = Counter()
-        for name in SETS:
+        for name in paths:
             src, dst = tmp('%s.rawtok.%s' % (name, lang)), tmp('%s.tok.%s' % (name, lang))
             on_line = (lambda l: counter.update(l.split())) if name == 'train' else None
             if truecase is None:
@@ -340,7 +405,7 @@ def _prepare_in(stage, args, paths, counts, langs):
                          on_line=on_line)
             os.unlink(src)
         word_counts[lang] = counter
-    outputs += ['%s.tok.%s' % (name, lang) for name in ('dev', 'test') for lang in langs]
+    outputs += ['%s.tok.%s' % (name, lang) for name in keep_tok for lang in langs]
 
     # 3. BPE
     codes = {}
@@ -359,8 +424,15 @@ def _prepare_in(stage, args, paths, counts, langs):
             outputs.append('bpe.codes.%s' % lang)
             codes[lang] = 'bpe.codes.%s' % lang
     for lang in langs:
-        bpe = Bpe(tmp(codes[lang]))
-        for name in SETS:
+        vocabulary = None
+        if args.bpe_vocabulary_threshold is not None:
+            _progress('the BPE vocabulary of train.%s' % lang)
+            vocabulary = bpe_vocabulary(tmp(codes[lang]), tmp('train.tok.%s' % lang),
+                                        tmp('bpe.vocab.%s' % lang),
+                                        args.bpe_vocabulary_threshold)
+            outputs.append('bpe.vocab.%s' % lang)
+        bpe = Bpe(tmp(codes[lang]), vocabulary)
+        for name in paths:
             _progress('applying BPE to %s.%s' % (name, lang))
             map_file(bpe, tmp('%s.tok.%s' % (name, lang)),
                      tmp('%s.bpe.%s' % (name, lang)), 'BPE %s.%s' % (name, lang))
@@ -374,15 +446,19 @@ def _prepare_in(stage, args, paths, counts, langs):
         model_io.save_dictionary(word_to_id, tmp(base + '.pkl'), tmp(base + '.json'))
         outputs += [base + '.pkl', base + '.json']
         dict_sizes[lang] = {'kept': len(word_to_id), 'types': full_size}
-        _progress('dictionary %s: %d entries kept of %d (vocab %d)'
-                  % (base, len(word_to_id), full_size, args.vocab))
+        _progress('dictionary %s: %d entries kept of %d (vocab %s)'
+                  % (base, len(word_to_id), full_size, args.vocab or 'all'))
 
     config = {
         'src_lang': args.src_lang, 'trg_lang': args.trg_lang,
         'bpe_merges': args.bpe_merges, 'joint_bpe': args.joint_bpe,
         'bpe_codes': codes, 'vocab': args.vocab, 'zh_split': args.zh_split,
+        'lowercase': args.lowercase, 'normalize_punctuation': args.normalize_punctuation,
+        'aggressive_dash_splits': args.aggressive_dash_splits,
+        'bpe_vocabulary_threshold': args.bpe_vocabulary_threshold,
         'dictionaries': dict_sizes, 'lines': counts,
-        'truecase_models': {l: 'truecase-model.%s' % l for l in langs if not is_zh(l)},
+        'truecase_models': {l: 'truecase-model.%s' % l for l in langs
+                            if not (is_zh(l) or args.lowercase)},
         'inputs': paths,
     }
     model_io.write_json(tmp(CONFIG_NAME), config, indent=2, ensure_ascii=False)
@@ -448,6 +524,19 @@ def parse_args(argv):
                    default='whitespace')
     p.add_argument('--jobs', type=int, default=1,
                    help='processes for tokenisation (default 1)')
+    p.add_argument('--lowercase', action='store_true',
+                   help='lowercase the text before tokenisation (no truecasing then)')
+    p.add_argument('--normalize-punctuation', action='store_true',
+                   help="Moses' normalize-punctuation.perl -l LANG before tokenisation")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument('--aggressive-dash-splits', dest='aggressive_dash_splits',
+                   action='store_true', default=True,
+                   help='Fußgänger-Ampel -> Fußgänger @-@ Ampel (default)')
+    d.add_argument('--no-aggressive-dash-splits', dest='aggressive_dash_splits',
+                   action='store_false', help='as tokenizer.perl without -a')
+    p.add_argument('--bpe-vocabulary-threshold', type=int, default=None, metavar='N',
+                   help="apply BPE with each side's vocabulary of its BPE'd training "
+                   'data, units seen at least N times (subword-nmt --vocabulary-threshold)')
     q = sub.add_parser('postprocess', help='model output -> detokenised text '
                        '(stdin -> stdout)')
     q.add_argument('--lang', required=True)

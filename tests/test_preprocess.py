@@ -288,3 +288,51 @@ def test_wrapper_script(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == 'Die Fußgänger-Ampel.\n'
+
+
+def test_multi30k_style_tokenisation():
+    tokenize = preprocess.Tokenizer('de', lowercase=True, normalize_punctuation=True,
+                                    aggressive_dash_splits=False)
+    # lowercased, „quotes“ normalised to ", escaped; the dash stays in its word
+    assert tokenize('Die „neue“ Fußgänger-Ampel.') == \
+        'die &quot; neue &quot; fußgänger-ampel .'
+
+
+def test_lowercase_option(tmp_path):
+    raw = write_corpus(str(tmp_path / 'raw'), {'en': EN, 'de': DE})
+    out = tmp_path / 'out'
+    assert prepare(raw, out, 'en', 'de', '--bpe-merges', '30', '--lowercase',
+                   '--normalize-punctuation', '--no-aggressive-dash-splits') == 0
+    tok = read(out / 'dev.tok.de')
+    assert tok == [l.lower() for l in tok] and 'fußgänger-ampel' in tok[1]
+    assert not [n for n in os.listdir(out) if n.startswith('truecase-model')]
+    config = json.load(open(out / 'preprocess.json'))
+    assert config['lowercase'] and config['normalize_punctuation']
+    assert config['aggressive_dash_splits'] is False and config['truecase_models'] == {}
+
+
+def test_bpe_vocabulary_threshold(tmp_path):
+    raw = write_corpus(str(tmp_path / 'raw'), {'es': ES, 'en': EN})
+    plain, kept, split = tmp_path / 'plain', tmp_path / 'kept', tmp_path / 'split'
+    assert prepare(raw, plain, 'es', 'en', '--bpe-merges', '40') == 0
+    assert prepare(raw, kept, 'es', 'en', '--bpe-merges', '40',
+                   '--bpe-vocabulary-threshold', '1') == 0
+    assert prepare(raw, split, 'es', 'en', '--bpe-merges', '40',
+                   '--bpe-vocabulary-threshold', '3') == 0
+    # bpe.vocab.LANG: the units of the BPE'd training data and their counts
+    train = read(kept / 'train.bpe.en')
+    counts = Counter(w for l in train for w in l.split())
+    assert {l.split()[0]: int(l.split()[1]) for l in read(kept / 'bpe.vocab.en')} == counts
+    # every training unit is in the vocabulary: threshold 1 changes nothing here
+    assert train == read(plain / 'train.bpe.en')
+    # threshold 3: a unit seen fewer than 3 times is split back into smaller
+    # units, down to single characters
+    units = [u for l in read(split / 'train.bpe.en') for u in l.split()]
+    assert units != [u for l in train for u in l.split()]
+    assert all(counts[u] >= 3 or len(u.replace('@@', '')) == 1 for u in units)
+    # a threshold that no unit reaches splits every word into characters
+    # (subword-nmt alone would take the empty vocabulary for none)
+    assert prepare(raw, tmp_path / 'chars', 'es', 'en', '--bpe-merges', '40',
+                   '--bpe-vocabulary-threshold', '1000') == 0
+    assert all(len(u.replace('@@', '')) == 1
+               for l in read(tmp_path / 'chars' / 'train.bpe.en') for u in l.split())
