@@ -47,6 +47,18 @@ def os_error_text(error):
     return '%s: %s' % (error.filename, reason) if error.filename else reason
 
 
+def positive_int(text):
+    """An argparse type: an integer of at least 1 (a bad value is the
+    parser's one-line error naming the option, exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not an integer' % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError('must be at least 1, not %d' % value)
+    return value
+
+
 def arguments(argv):
     """The command line's arguments: ``argv``, else the process's."""
     return sys.argv[1:] if argv is None else argv

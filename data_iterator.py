@@ -196,6 +196,26 @@ def _tokens(raw, path, line_no):
                          % (path, line_no, column))
 
 
+def count_words(path, word_dict, n_words=-1, max_lines=None):
+    """How often each id occurs in the first ``max_lines`` lines of a text
+    file (all of them when None), tokenised and mapped as the iterator does,
+    with one eos a line: (counts as an int64 array of ``n_words`` entries,
+    or of the dictionary's largest id + 1 when n_words <= 0; lines read)."""
+    size = n_words if n_words > 0 else max(word_dict.values()) + 1
+    counts = numpy.zeros(size, dtype='int64')
+    f = _LineFile(path, random_access=False)
+    try:
+        f.rewind()
+        n_lines = f.n_lines if max_lines is None else min(f.n_lines, max_lines)
+        for line_no in range(1, n_lines + 1):
+            ids = words_to_ids(_tokens(f.readline(), path, line_no), word_dict, n_words)
+            numpy.add.at(counts, ids, 1)
+        counts[0] += n_lines   # eos
+    finally:
+        f.close()
+    return counts, n_lines
+
+
 class CorpusIterator(object):
     """Batches from one or more aligned text files (one sentence per line):
     each batch is a tuple with one list of id lists per file.

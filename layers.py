@@ -53,6 +53,30 @@ def _placeholder(shape):
     return numpy.broadcast_to(numpy.float32(0.), shape)
 
 
+# The scale of the weight matrices that are not orthogonal
+# (docs/training.md#initialisation), chosen by weight_scale(SCHEME):
+# 'dl4mt', the original's, 0.01 * N(0, 1); 'glorot' (Glorot and Bengio 2010,
+# as Marian initialises its GRUs), uniform in +-sqrt(6 / (nin + nout)), whose
+# variance 2 / (nin + nout) keeps a layer's outputs at its inputs' scale.
+# Square matrices are orthogonal under both.
+WEIGHT_SCALES = ('glorot', 'dl4mt')
+_WEIGHT_SCALE = ['dl4mt']
+
+
+@contextlib.contextmanager
+def weight_scale(scheme):
+    """The initialisers inside draw their rectangular matrices by ``scheme``
+    (one of WEIGHT_SCALES)."""
+    if scheme not in WEIGHT_SCALES:
+        raise ValueError('weight scale must be one of %s, not %r'
+                         % (', '.join(WEIGHT_SCALES), scheme))
+    _WEIGHT_SCALE.append(scheme)
+    try:
+        yield
+    finally:
+        _WEIGHT_SCALE.pop()
+
+
 def ortho_weight(ndim):
     """The ``u`` of the SVD of a standard normal ndim x ndim matrix."""
     if _SHAPES_ONLY:
@@ -63,13 +87,17 @@ def ortho_weight(ndim):
 
 
 def norm_weight(nin, nout=None, scale=0.01, ortho=True):
-    """Orthogonal when square (and ortho), else scale * standard normal."""
+    """Orthogonal when square (and ortho), else scale * standard normal
+    (under weight_scale('glorot'): Glorot-uniform, ``scale`` unused)."""
     if nout is None:
         nout = nin
     if nout == nin and ortho:
         return ortho_weight(nin)
     if _SHAPES_ONLY:
         return _placeholder((nin, nout))
+    if _WEIGHT_SCALE[-1] == 'glorot':
+        limit = numpy.sqrt(6. / (nin + nout))
+        return numpy.random.uniform(-limit, limit, (nin, nout)).astype('float32')
     return (scale * numpy.random.randn(nin, nout)).astype('float32')
 
 

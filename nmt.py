@@ -36,8 +36,9 @@ import distributed
 import fast_ops
 import layers
 from layers import get_layer, dropout_layer
-from beam_search import gen_sample, translate_best  # gen_sample: dl4mt API
-from data_iterator import TextIterator, prepare_data  # noqa: F401 (dl4mt API)
+from beam_search import gen_sample  # noqa: F401 (dl4mt API)
+from beam_search import batch_beam_search, length_sorted_batches, padded_batch, ranked
+from data_iterator import TextIterator, count_words, prepare_data  # noqa: F401 (dl4mt API)
 from model_io import load_params, load_options, load_dictionary
 from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (dl4mt names)
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
@@ -68,6 +69,7 @@ DEFAULT_OPTIONS = OrderedDict([
     ('bleu_valid_freq', 0), ('bleu_valid_ref', None), ('bleu_valid_beam', 5),
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
     ('external_validation_script', None), ('reload_model_only', False),
+    ('init', 'glorot+unigram'),
 ])
 
 # what a reloaded model keeps from its saved options (the graph's shape)
@@ -75,9 +77,14 @@ ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words_src', 'n_words', 'encoder',
                         'decoder', 'residual', 'att_scoring', 'use_dropout')
 # the values of the options that have a fixed set of them (the decoder
 # options' from the registry)
+# --init: the weight scale (layers.WEIGHT_SCALES), and with '+unigram' the
+# output bias from the training targets' word frequencies instead of zeros
+# (docs/training.md#initialisation); 'dl4mt' is the original's
+INITS = ('glorot+unigram', 'glorot', 'dl4mt+unigram', 'dl4mt')
 OPTION_CHOICES = {'decoder': layers.DECODER_NAMES, 'residual': layers.RESIDUALS,
                   'att_scoring': layers.SCORINGS, 'inference': layers.INFERENCES,
-                  'encoder': ('gru',), 'optimizer': tuple(sorted(OPTIMIZERS))}
+                  'encoder': ('gru',), 'optimizer': tuple(sorted(OPTIMIZERS)),
+                  'init': INITS}
 OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS)
 
 
@@ -111,7 +118,14 @@ def check_options(options):
 # parameters
 
 def init_params(options):
-    """All parameters, in the original order (docs/equations.md#parameters)."""
+    """All parameters, in the original order (docs/equations.md#parameters),
+    their rectangular matrices drawn at the scale of ``options['init']``
+    (the output bias is zero: unigram_output_bias sets it)."""
+    with layers.weight_scale(options.get('init', 'dl4mt').split('+')[0]):
+        return _init_params(options)
+
+
+def _init_params(options):
     params = OrderedDict()
     dw, dim, ctxdim = options['dim_word'], options['dim'], 2 * options['dim']
     params['Wemb'] = layers.norm_weight(options['n_words_src'], dw)
@@ -128,6 +142,24 @@ def init_params(options):
     params = ff_init(options, params, prefix='ff_logit_ctx', nin=ctxdim, nout=dw, ortho=False)
     params = ff_init(options, params, prefix='ff_logit', nin=dw, nout=options['n_words'])
     return params
+
+
+# the lines of the training targets counted for the '+unigram' output bias
+UNIGRAM_LINES = 1000000
+
+
+def unigram_log_probs(path, target_dict, n_words):
+    """log p of each target id under the add-one unigram model of the first
+    UNIGRAM_LINES lines of ``path`` (eos once a line)."""
+    counts, _ = count_words(path, target_dict, n_words, max_lines=UNIGRAM_LINES)
+    return vocab.unigram_log_probs(counts)
+
+
+def unigram_output_bias(log_probs):
+    """The output bias of --init ...+unigram: the unigram log probabilities,
+    centred.  The softmax then starts at the word frequencies, which the
+    network need not learn through its readout (docs/training.md#initialisation)."""
+    return (log_probs - log_probs.mean()).astype('float32')
 
 
 def count_params(options):
@@ -189,6 +221,15 @@ def build_readout(tparams, options, dec, use_noise, trng, project=True):
     Without 'ctxs' in ``dec`` (language_model/lm.py's language model) the context term is
     left out.
     """
+    logit = readout_dropout(readout_layer(tparams, options, dec), options, use_noise, trng)
+    if not project:
+        return logit
+    W, b = output_layer(tparams, options)
+    return tensor.dot(logit, W) + b
+
+
+def readout_layer(tparams, options, dec):
+    """The readout's tanh layer t (docs/equations.md#readout), before dropout."""
     ff = get_layer('ff')[1]
     logit = (ff(tparams, dec['states'], options, prefix='ff_logit_lstm', activ='linear') +
              ff(tparams, dec['readout_prev'], options, prefix='ff_logit_prev', activ='linear'))
@@ -197,13 +238,25 @@ def build_readout(tparams, options, dec, use_noise, trng, project=True):
                            activ='linear')
     for prefix, value in dec.get('extra_readout', []):
         logit = logit + ff(tparams, value, options, prefix=prefix, activ='linear')
-    logit = tensor.tanh(logit)
+    return tensor.tanh(logit)
+
+
+def readout_dropout(readout, options, use_noise, trng):
     if options['use_dropout']:
-        logit = dropout_layer(logit, use_noise, trng)
-    if not project:
-        return logit
-    W, b = output_layer(tparams, options)
-    return tensor.dot(logit, W) + b
+        return dropout_layer(readout, use_noise, trng)
+    return readout
+
+
+# a readout unit is saturated at a position where |t| > SATURATED (tanh'
+# below 0.02: almost no gradient passes it)
+SATURATED = 0.99
+
+
+def saturated_positions(readout, y_mask):
+    """For each unit of the readout, at how many of the positions where
+    y_mask is 1 it is saturated (docs/training.md#is-it-learning)."""
+    saturated = tensor.cast(abs(readout) > SATURATED, 'float32')
+    return (saturated * y_mask[:, :, None]).sum(axis=(0, 1))
 
 
 def output_layer(tparams, options):
@@ -250,14 +303,18 @@ def build_model(tparams, options):
         opt_ret['prev_alphas'] = dec['prev_alphas']
     opt_ret['readout_prev'] = dec['readout_prev']
 
-    hidden = build_readout(tparams, options, dec, use_noise, trng, project=False)
+    readout = readout_layer(tparams, options, dec)
+    opt_ret['readout_saturation'] = saturated_positions(readout, y_mask)
+    hidden = readout_dropout(readout, options, use_noise, trng)
     cost = sentence_costs(tparams, options, hidden, y, y_mask)
     return trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost
 
 
 # build_model's graph with the cost that training minimises: inputs (x,
 # x_mask, y, y_mask), cost (per sentence), train_cost (regularised_cost's)
-TrainingGraph = namedtuple('TrainingGraph', 'trng use_noise inputs cost train_cost')
+# saturation: saturated_positions of the readout
+TrainingGraph = namedtuple('TrainingGraph',
+                           'trng use_noise inputs cost train_cost saturation')
 
 
 def training_graph(tparams, options):
@@ -265,7 +322,8 @@ def training_graph(tparams, options):
     compiles it)."""
     trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost = build_model(tparams, options)
     train_cost = regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask)
-    return TrainingGraph(trng, use_noise, [x, x_mask, y, y_mask], cost, train_cost)
+    return TrainingGraph(trng, use_noise, [x, x_mask, y, y_mask], cost, train_cost,
+                         opt_ret['readout_saturation'])
 
 
 def regularised_cost(tparams, options, cost, opt_ret, x_mask, y_mask):
@@ -496,14 +554,26 @@ def open_corpora(options, model_options, dicts):
 class CompiledModel(Compiled):
     """The shared parameters and every compiled function of a training run."""
 
-    def __init__(self, options, model_options, reloading):
-        self.init_parameters(init_params(model_options), options, reloading)
+    def __init__(self, options, model_options, reloading, output_log_probs=None):
+        """output_log_probs: the unigram log probabilities that a fresh
+        model's output bias starts from (None: zeros)."""
+        params = init_params(model_options)
+        if output_log_probs is not None:
+            params['ff_logit_b'] = unigram_output_bias(output_log_probs)
+        self.init_parameters(params, options, reloading)
         graph = training_graph(self.tparams, model_options)
         self.trng, self.use_noise = graph.trng, graph.use_noise
         self.f_init, self.f_next = build_sampler(self.tparams, model_options,
                                                  self.trng, self.use_noise)
-        self.f_log_probs = theano.function(graph.inputs, graph.cost, name='f_log_probs')
+        # one function for the validation: the costs, and the readout's
+        # saturated fraction of the batch
+        self.f_validate = theano.function(graph.inputs, [graph.cost, graph.saturation],
+                                          name='f_validate')
         self.compile_optimizer(options, graph.inputs, graph.train_cost)
+
+    def f_log_probs(self, x, x_mask, y, y_mask):
+        """Per-sentence costs (dl4mt's f_log_probs)."""
+        return self.f_validate(x, x_mask, y, y_mask)[0]
 
 
 class Trainer(TrainingLoop):
@@ -520,9 +590,27 @@ class Trainer(TrainingLoop):
         print('Loading data')
         self.train_it, self.valid_it = open_corpora(self.options, self.model_options,
                                                     self.dicts)
+        log_probs = unigram_log_probs(self.options['datasets'][1], self.dicts[1],
+                                      self.model_options['n_words'])
+        self.frequency_cost = self._frequency_cost(log_probs)
+        if self.frequency_cost is not None:
+            print('Word-frequency cost of the validation set: %.2f (a model that has '
+                  'learnt only word frequencies)' % self.frequency_cost)
+        use_unigram_bias = self.options['init'].endswith('+unigram')
         print('Building model')
-        self.model = CompiledModel(self.options, self.model_options, reloading)
+        self.model = CompiledModel(self.options, self.model_options, reloading,
+                                   log_probs if use_unigram_bias else None)
+        self.batched_sampler = None
         self.start(reloading)
+
+    def _frequency_cost(self, log_probs):
+        """The validation set's cost under the training targets' unigram
+        model (None without validation data)."""
+        if not self.options['valid_datasets']:
+            return None
+        counts, n_lines = count_words(self.options['valid_datasets'][1], self.dicts[1],
+                                      self.model_options['n_words'])
+        return vocab.unigram_cost(log_probs, counts, n_lines)
 
     def prepare_batch(self, batch):
         x_ids, y_ids = batch
@@ -534,8 +622,19 @@ class Trainer(TrainingLoop):
         return Prepared([x, x_mask, y, y_mask], x.shape[1], int(y_mask.sum()))
 
     def valid_cost(self):
-        return pred_probs(self.model.f_log_probs, prepare_data, self.model_options,
-                          self.valid_it, verbose=False).mean()
+        costs, saturated, positions = [], 0., 0.
+        for x_ids, y_ids in self.valid_it:
+            inputs = prepare_data(x_ids, y_ids, n_words_src=self.model_options['n_words_src'],
+                                  n_words=self.model_options['n_words'])
+            batch_costs, batch_saturated = self.model.f_validate(*inputs)
+            costs.extend(batch_costs)
+            saturated = saturated + batch_saturated
+            positions += float(inputs[3].sum())
+        self.readout_saturation = stuck_fraction(saturated / max(positions, 1.))
+        return numpy.array(costs).mean()
+
+    def valid_fields(self, cost):
+        return {'readout_saturation': self.readout_saturation}
 
     def extra_validation(self):
         if _bleu_due(self.options, self.state.uidx):
@@ -563,7 +662,11 @@ class Trainer(TrainingLoop):
             return _external_validation(opt['external_validation_script'], current)
         if not opt['bleu_valid_ref']:
             raise InputError('--bleu_valid_freq needs --bleu_valid_ref')
-        hyps = translate_file(self.model.f_init, self.model.f_next, self.model_options,
+        if self.batched_sampler is None:   # compiled at the first BLEU validation
+            self.batched_sampler = build_sampler(self.model.tparams, self.model_options,
+                                                 self.model.trng, self.model.use_noise,
+                                                 batched=True)
+        hyps = translate_file(self.batched_sampler, self.model_options,
                               opt['valid_datasets'][0], self.dicts[0], self.idicts[1],
                               k=opt['bleu_valid_beam'])
         return _bleu(hyps, opt['bleu_valid_ref'], opt['bleu_valid_postprocess'])
@@ -580,14 +683,35 @@ class Trainer(TrainingLoop):
                 print('%s %d: %s' % (label, jj, ' '.join(vocab.ids_to_words(seq, d))))
 
 
-def translate_file(f_init, f_next, options, source_path, source_dict, target_idict,
+# a readout unit saturated at more than STUCK of the positions is stuck: a
+# constant, with no gradient through it
+STUCK = 0.99
+
+
+def stuck_fraction(saturated_share):
+    """The fraction of the readout's units that are stuck, from the share of
+    positions at which each unit is saturated."""
+    return float((numpy.asarray(saturated_share) > STUCK).mean())
+
+
+# sentences a batch of the validation's beam search
+VALID_BEAM_BATCH = 16
+
+
+def translate_file(sampler, options, source_path, source_dict, target_idict,
                    k=5, normalize=True, maxlen=200):
-    """Beam-search translations of a tokenised file, one string per line."""
-    out = []
-    for line in read_lines(source_path, what='source sentences'):
-        ids = vocab.sentence_ids(line, source_dict, options['n_words_src'])
-        hyp = translate_best(f_init, f_next, ids, k, normalize, maxlen)
-        out.append(' '.join(vocab.ids_to_words(hyp.words, target_idict)))
+    """Beam-search translations of a tokenised file, one string per line:
+    the batched search (sampler: build_sampler(..., batched=True)'s pair),
+    in batches of sentences of similar lengths, as translate.py."""
+    sources = [vocab.sentence_ids(line, source_dict, options['n_words_src'])
+               for line in read_lines(source_path, what='source sentences')]
+    out = [None] * len(sources)
+    for indices in length_sorted_batches(sources, VALID_BEAM_BATCH):
+        x, x_mask = padded_batch([sources[i] for i in indices])
+        for i, hyps in zip(indices, batch_beam_search([sampler], x, x_mask, k, maxlen,
+                                                      keep_attention=False)):
+            out[i] = ' '.join(vocab.ids_to_words(ranked(hyps, normalize)[0][0].words,
+                                                 target_idict))
     return out
 
 

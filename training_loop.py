@@ -193,7 +193,8 @@ class TrainingLoop(object):
             self.log.write('start', self.state, reloaded=self.state.uidx > 0,
                            pid=os.getpid(), finish_after=self.options['finish_after'],
                            validFreq=self.options['validFreq'],
-                           saveFreq=self.options['saveFreq'])
+                           saveFreq=self.options['saveFreq'],
+                           frequency_cost=self.frequency_cost)
             reason = None
             if self.state.uidx >= self.options['finish_after']:
                 print('Already trained for %d updates (finish_after %d)'
@@ -241,7 +242,7 @@ class TrainingLoop(object):
             cost = self.exchange.gradient_step(prepared.inputs)
         m.f_update(opt['lrate'])
         ud = time.time() - ud_start
-        self.progress.add(prepared.sentences, prepared.words)
+        self.progress.add(prepared.sentences, prepared.words, cost)
         if not numpy.isfinite(cost):
             message = ('NaN or Inf cost at update %d (epoch %d); the last checkpoint in %s '
                        'is kept' % (self.state.uidx, self.state.epoch, opt['saveto']))
@@ -270,12 +271,18 @@ class TrainingLoop(object):
         return reasons[0] if reasons else None
 
     def _display(self, cost, ud):
+        """The batch's cost (per sentence, as the original prints it), and
+        the cost per target word over every update since the last display:
+        a batch's cost moves with its length (the iterator sorts its buffer
+        by length), the mean per word shows the progress."""
         ups, wps, eta = self.progress.figures(self.state.uidx)
-        print('Epoch %d Update %d Cost %f UD %f | %s'
-              % (self.state.epoch, self.state.uidx, cost, ud,
+        per_word, n_updates = self.progress.take_recent_cost()
+        print('Epoch %d Update %d Cost %f UD %f | %.4f per word (last %d updates) | %s'
+              % (self.state.epoch, self.state.uidx, cost, ud, per_word, n_updates,
                  Progress.text(ups, wps, eta)))
         sys.stdout.flush()
-        self.log.write('update', self.state, cost=float(cost), updates_per_second=ups,
+        self.log.write('update', self.state, cost=float(cost), cost_per_word=per_word,
+                       updates_averaged=n_updates, updates_per_second=ups,
                        words_per_second=wps, eta_seconds=eta)
 
     def _after_update(self, prepared):
@@ -312,7 +319,39 @@ class TrainingLoop(object):
         if numpy.isnan(cost):
             raise TrainingError('NaN validation cost at update %d' % self.state.uidx)
         self.print_valid(cost)
+        for kind, message in self.learning_warnings(cost):
+            print('warning: %s' % message, file=sys.stderr)
+            self.log.write('warning', self.state, kind=kind, message=message)
         return stop
+
+    # -- is it learning? (docs/training.md#is-it-learning) ------------------
+    # a subclass sets them: the validation set's cost under the training
+    # targets' word frequencies, and the fraction of the readout's units
+    # saturated almost everywhere at the last validation
+    frequency_cost = None
+    readout_saturation = None
+
+    def learning_warnings(self, cost):
+        """(kind, message) for what this validation says of the learning:
+        from the second validation on, a cost still within
+        NOT_LEARNING_MARGIN of the word-frequency cost; a readout more than
+        SATURATED_READOUT of whose units are saturated almost everywhere."""
+        warnings = []
+        near = self.frequency_cost is not None and \
+            cost > (1. - NOT_LEARNING_MARGIN) * self.frequency_cost
+        if near and len(self.state.history_errs) >= 2:
+            warnings.append(('not_learning', (
+                'validation cost %.2f at update %d is still near the word-frequency '
+                'cost %.2f: the model predicts little more than word frequencies'
+                % (cost, self.state.uidx, self.frequency_cost))))
+        if self.readout_saturation is not None and \
+                self.readout_saturation > SATURATED_READOUT:
+            warnings.append(('readout_saturated', (
+                '%.0f%% of the readout\'s units are saturated (|t| > 0.99) at almost '
+                'every position of the validation set at update %d: constants, through '
+                'which no gradient reaches the layers below them'
+                % (100 * self.readout_saturation, self.state.uidx))))
+        return warnings
 
     def valid_fields(self, cost):
         """What the log's validation events add to the cost."""
@@ -385,6 +424,15 @@ class TrainingLoop(object):
         return 'asked to stop (%s)' % self.requests.stop_file
 
 
+# learning_warnings' thresholds: a validation cost above 95% of the
+# word-frequency cost (Multi30k: a model that learns is at 88-91% after 300
+# updates; the saturated models of docs/training.md stay at 100%), and a
+# readout with more than half its units saturated at almost every position
+# (the saturated models: all of them)
+NOT_LEARNING_MARGIN = 0.05
+SATURATED_READOUT = 0.5
+
+
 class NoLog(object):
     """The training log of the workers other than rank 0: nothing."""
 
@@ -406,13 +454,25 @@ class Progress(object):
     def __init__(self, finish_after, max_epochs, pairs_per_epoch):
         self.start = time.time()
         self.updates = self.words = self.sentences = self.pairs_done = 0
+        self.recent_cost = self.recent_words = self.recent_updates = 0
         self.finish_after = finish_after
         self.total_pairs = (max_epochs * pairs_per_epoch) if pairs_per_epoch else None
 
-    def add(self, n_sentences, n_words):
+    def add(self, n_sentences, n_words, cost=0.):
+        """An update on ``n_sentences`` sentences with ``n_words`` target
+        words; ``cost``: the batch's mean cost per sentence."""
         self.updates += 1
         self.sentences += n_sentences
         self.words += n_words
+        self.recent_cost += float(cost) * n_sentences
+        self.recent_words += n_words
+        self.recent_updates += 1
+
+    def take_recent_cost(self):
+        """(cost per target word, number of updates) since the last call."""
+        figures = (self.recent_cost / max(self.recent_words, 1), self.recent_updates)
+        self.recent_cost = self.recent_words = self.recent_updates = 0
+        return figures
 
     def figures(self, uidx):
         """(updates/s, target words/s, ETA in seconds or None)."""

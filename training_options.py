@@ -30,6 +30,17 @@ SWITCH_HELP = {'reload_': 'resume from MODEL (parameters, optimizer, counters, d
                                     'and the data position fresh (as the original '
                                     'code reloads; for a resume file that cannot be '
                                     'used)'}
+# what a value option does (the others' help is their default alone)
+VALUE_HELP = {
+    'init': 'initial parameters: glorot (rectangular matrices Glorot-uniform) or '
+            'dl4mt (0.01 * N(0,1), the original\'s), square ones orthogonal in both; '
+            '+unigram: the output bias starts at the log word frequencies of the '
+            'training targets (zeros without it); dl4mt is exactly the original '
+            'code\'s (docs/training.md#initialisation)',
+    'optimizer': 'adam (with --lrate 0.0004), adadelta and rmsprop (no learning '
+                 'rate), sgd (with --lrate 1)',
+    'lrate': 'learning rate of adam and sgd (adadelta and rmsprop ignore it)',
+}
 # settings that a resumed run may change without a warning: how long it runs
 # and what it prints (the others change what it computes)
 # (and the model's path: a model moves with its files)
@@ -78,7 +89,8 @@ class OptionTable(object):
                 parser.add_argument(flag, dest=key, default=argparse.SUPPRESS,
                                     type=str if default is None else type(default),
                                     choices=self.choices.get(key),
-                                    help='default: %r' % (default,))
+                                    help='; '.join(filter(None, (VALUE_HELP.get(key),
+                                                                'default: %r' % (default,)))))
 
     def reloaded(self, options, given, fill):
         """(model options, reloading): a copy of the run's ``options`` in

@@ -4,6 +4,8 @@ The one mapping the whole project uses: a word missing from the dictionary,
 or whose id is ``>= n_words`` when ``n_words > 0``, becomes 1 (UNK), as the
 original iterator and translate.py do; eos is 0.
 """
+import numpy
+
 EOS, UNK = 0, 1
 
 
@@ -37,3 +39,19 @@ def ids_to_words(ids, id_to_word):
             break
         words.append(id_to_word.get(int(i), 'UNK'))
     return words
+
+
+def unigram_log_probs(counts):
+    """log p of each id under the add-one unigram model of ``counts`` (how
+    often each id occurs, eos included): log((c + 1) / (N + V))."""
+    counts = numpy.asarray(counts, dtype='float64')
+    return numpy.log((counts + 1.) / (counts.sum() + len(counts)))
+
+
+def unigram_cost(log_probs, counts, n_sentences):
+    """The mean cost per sentence (the validation cost's measure) of text
+    whose ids occur ``counts`` times in ``n_sentences`` sentences, under a
+    model that gives every word its unigram probability whatever the source
+    and the previous words: the cost of a model that has learnt only word
+    frequencies."""
+    return float(-(numpy.asarray(counts) * log_probs).sum() / max(n_sentences, 1))

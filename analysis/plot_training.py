@@ -1,13 +1,18 @@
 """Plot training runs from their training logs (MODEL.log.jsonl, training_log.py).
 
     python analysis/plot_training.py MODEL.npz.log.jsonl [MORE.log.jsonl ...]
-        --png curves.png [--labels NAME,NAME...]
+        --png curves.png [--labels NAME,NAME...] [--reference 'NAME:U=C,U=C,...']
 
 Two panels, one line per run: the training cost of the update events (every
-``dispFreq`` updates) and the validation cost of the validation events, both
-against the update number; a resumed run continues its line.  It also prints,
-per run, its updates, best validation and how it stopped.  The log may belong
-to a run still going: the lines written so far are plotted.
+``dispFreq`` updates: the mean cost per target word since the last display,
+or in logs older than that figure the displayed batch's cost per sentence)
+and the validation cost of the validation events, both against the update
+number; a resumed run continues its line.  The validation panel also shows
+the word-frequency cost of the validation set (from the first log whose
+start event has it) and each ``--reference`` curve: validation costs from
+elsewhere (another toolkit's run, say), as update=cost pairs.  It also
+prints, per run, its updates, best validation and how it stopped.  The log
+may belong to a run still going: the lines written so far are plotted.
 """
 import os
 import sys
@@ -21,11 +26,37 @@ from training_log import read_training_log  # noqa: E402
 
 
 def curves(events):
-    """{'cost': [(update, cost)], 'valid': [(update, cost)]} of a log's events."""
-    return {'cost': [(e['uidx'], e['cost']) for e in events
-                     if e['event'] == 'update' and e.get('cost') is not None],
+    """{'cost': [(update, training cost)], 'valid': [(update, cost)]} of a
+    log's events (training cost: per word where the log has it)."""
+    updates = [e for e in events if e['event'] == 'update']
+    key = 'cost_per_word' if any('cost_per_word' in e for e in updates) else 'cost'
+    return {'cost': [(e['uidx'], e[key]) for e in updates if e.get(key) is not None],
             'valid': [(e['uidx'], e['cost']) for e in events
                       if e['event'] == 'validation' and e.get('cost') is not None]}
+
+
+def frequency_cost(runs):
+    """The word-frequency cost of the validation set in the first log that
+    records it, or None."""
+    for _, events in runs:
+        for e in events:
+            if e['event'] == 'start' and e.get('frequency_cost') is not None:
+                return e['frequency_cost']
+    return None
+
+
+def parse_reference(text):
+    """'NAME:U=C,U=C' -> (NAME, [(U, C), ...])."""
+    name, sep, pairs = text.rpartition(':')
+    try:
+        points = [(int(u), float(c)) for u, c in
+                  (pair.split('=') for pair in pairs.split(','))]
+    except ValueError:
+        points = None
+    if not sep or not name or not points:
+        raise InputError("--reference %r: expected 'NAME:UPDATE=COST,UPDATE=COST,...'"
+                         % text)
+    return name, points
 
 
 def summary(label, events):
@@ -39,8 +70,9 @@ def summary(label, events):
         'stopped: %s' % stops[-1]['message'] if stops else 'still running or killed')
 
 
-def plot(runs, png):
-    """runs: [(label, events)]; the two panels into ``png``."""
+def plot(runs, png, references=()):
+    """runs: [(label, events)]; references: [(label, [(update, cost)])];
+    the two panels into ``png``."""
     from analysis import plots
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
     for label, events in runs:
@@ -48,8 +80,14 @@ def plot(runs, png):
             points = curves(events)[key]
             if points:
                 ax.plot(*zip(*points), marker='.' if key == 'valid' else None, label=label)
-    for ax, title in zip(axes, ('training cost (per sentence, as displayed)',
-                                'validation cost')):
+    for label, points in references:
+        axes[1].plot(*zip(*points), marker='s', linestyle='--', label=label)
+    floor = frequency_cost(runs)
+    if floor is not None:
+        axes[1].axhline(floor, color='grey', linestyle=':',
+                        label='word-frequency cost %.1f' % floor)
+    for ax, title in zip(axes, ('training cost (per target word; older logs: per sentence)',
+                                'validation cost (per sentence)')):
         ax.set(xlabel='update', title=title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -67,7 +105,7 @@ def plot_logs(args):
     runs = [(label, read_training_log(path)) for label, path in zip(labels, args.logs)]
     for label, events in runs:
         print(summary(label, events))
-    plot(runs, args.png)
+    plot(runs, args.png, [parse_reference(r) for r in args.reference])
     print('plot: %s' % args.png, file=sys.stderr)
 
 
@@ -76,6 +114,9 @@ def parse_args(argv):
     p.add_argument('logs', nargs='+', metavar='LOG', help='training logs (MODEL.log.jsonl)')
     p.add_argument('--png', required=True, help='the figure (PNG)')
     p.add_argument('--labels', help='comma-separated run names (default: the file names)')
+    p.add_argument('--reference', action='append', default=[], metavar='NAME:U=C,...',
+                   help='a validation curve from elsewhere, as update=cost pairs '
+                        '(repeatable)')
     return p.parse_args(argv)
 
 

@@ -174,7 +174,7 @@ def train_command(args, run, data):
              '--n_words_src', str(data['n_words_src']), '--n_words', str(data['n_words']),
              '--maxlen', '30', '--batch_size', str(args.batch_size),
              '--valid_batch_size', '100',
-             '--optimizer', args.optimizer, '--lrate', str(args.lrate),
+             '--optimizer', args.optimizer, '--lrate', str(args.lrate), '--init', args.init,
              '--clip_c', str(args.clip_c),
              '--validFreq', str(args.valid_every), '--saveFreq', str(args.valid_every),
              '--sampleFreq', '100000000', '--dispFreq', str(args.disp_every),
@@ -369,7 +369,7 @@ def load_average():
 
 def settings(args):
     keys = ('train', 'dev', 'test', 'data_seed', 'seed', 'dim_word', 'dim', 'batch_size',
-            'optimizer', 'lrate', 'clip_c', 'valid_every', 'target_cost', 'plateau_window',
+            'optimizer', 'init', 'lrate', 'clip_c', 'valid_every', 'target_cost', 'plateau_window',
             'plateau_gain', 'max_updates', 'threads', 'beam')
     return {k: getattr(args, k) for k in keys}
 
@@ -482,6 +482,10 @@ def parse_args(argv):
     g.add_argument('--dim', type=int, default=64)
     g.add_argument('--batch_size', type=int, default=128)
     g.add_argument('--optimizer', default='adadelta')
+    g.add_argument('--init', default='dl4mt', choices=('glorot+unigram', 'glorot',
+                                                      'dl4mt+unigram', 'dl4mt'),
+                   help="nmt.py's --init (default: the original's, as the papers' "
+                        "train_*.sh scripts)")
     g.add_argument('--lrate', type=float, default=0.01,
                    help='learning rate (unused by adadelta)')
     g.add_argument('--clip_c', type=float, default=-1.0,

@@ -55,9 +55,11 @@ def decoder_flags(name):
 BPE_UNDO = "sed -r 's/(@@ )|(@@ ?$)//g'"
 
 # The papers' settings (vocabulary size comes from the pair's script).
-# Adadelta ignores the learning rate; dl4mt-tutorial passes 0.0001.
+# Adadelta ignores the learning rate; dl4mt-tutorial passes 0.0001.  The
+# initialisation is the original code's, with which the papers trained
+# (docs/training.md#initialisation).
 PAPER_SETTINGS = [
-    ('dim_word', 500), ('dim', 1024), ('maxlen', 50),
+    ('init', 'dl4mt'), ('dim_word', 500), ('dim', 1024), ('maxlen', 50),
     ('batch_size', 80), ('valid_batch_size', 80),
     ('optimizer', 'adadelta'), ('lrate', 0.0001), ('clip_c', 1.0),
     ('decay_c', 0.0), ('alpha_c', 0.0), ('patience', 10),
@@ -65,7 +67,7 @@ PAPER_SETTINGS = [
     ('dispFreq', 1000), ('bleu_valid_freq', 5000), ('bleu_valid_beam', 5),
 ]
 TINY_SETTINGS = [
-    ('dim_word', 16), ('dim', 24), ('maxlen', 50),
+    ('init', 'dl4mt'), ('dim_word', 16), ('dim', 24), ('maxlen', 50),
     ('batch_size', 16), ('valid_batch_size', 16),
     ('optimizer', 'adadelta'), ('lrate', 0.0001), ('clip_c', 1.0),
     ('decay_c', 0.0), ('alpha_c', 0.0), ('patience', 10),

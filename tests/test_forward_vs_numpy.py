@@ -92,11 +92,12 @@ def _is_orthogonal(W):
 
 
 def test_init_params_initialisation(nmt_module):
-    """Section 2: square `norm` blocks are orthogonal, rectangular ones are
-    0.01*randn, ff_logit_* (except ff_logit_W) never orthogonal, biases zero.
-    dim_word == dim here, so that 'never orthogonal' is actually tested."""
+    """Section 2, --init dl4mt (the original's): square `norm` blocks are
+    orthogonal, rectangular ones are 0.01*randn, ff_logit_* (except
+    ff_logit_W) never orthogonal, biases zero.  dim_word == dim here, so that
+    'never orthogonal' is actually tested."""
     opts = nmt_module.fill_options(dict(dim_word=8, dim=8, n_words_src=13, n_words=11,
-                                        decoder='gru_cond_att'))
+                                        decoder='gru_cond_att', init='dl4mt'))
     np.random.seed(3)
     p = nmt_module.init_params(opts)
     d = 8
@@ -121,6 +122,40 @@ def test_init_params_initialisation(nmt_module):
                 k.endswith('_bx_nl') or k in ('decoder_b_att', 'decoder_c_tt',
                                              'cond_att_b_prev'):
             assert not v.any(), k
+
+
+def test_init_params_glorot(nmt_module):
+    """--init glorot (the default): the rectangular matrices are uniform in
+    +-sqrt(6 / (nin + nout)), the square ones orthogonal as the original's,
+    the biases zero; the same parameters and shapes as --init dl4mt."""
+    base = dict(dim_word=8, dim=16, n_words_src=300, n_words=200)
+    np.random.seed(3)
+    p = nmt_module.init_params(nmt_module.fill_options(dict(base, init='glorot')))
+    original = nmt_module.init_params(nmt_module.fill_options(dict(base, init='dl4mt')))
+    assert [(k, v.shape) for k, v in p.items()] == [(k, v.shape) for k, v in original.items()]
+    for k, (nin, nout) in (('Wemb', (300, 8)), ('ff_logit_W', (8, 200)),
+                           ('ff_logit_ctx_W', (32, 8)), ('decoder_Wcx', (32, 16))):
+        limit = np.sqrt(6. / (nin + nout))
+        assert np.abs(p[k]).max() <= limit and np.abs(p[k]).max() > 0.9 * limit, k
+        assert p[k].std() == pytest.approx(limit / np.sqrt(3.), rel=0.15), k
+    assert _is_orthogonal(p['decoder_Ux']) and _is_orthogonal(p['encoder_U'][:, :16])
+    assert not p['ff_logit_b'].any() and not p['decoder_b_att'].any()
+
+
+def test_unigram_output_bias(nmt_module, tmp_path):
+    """--init ...+unigram: the output bias is the training targets' add-one
+    unigram log probabilities (eos once a line, words past n_words as UNK),
+    centred."""
+    from data_iterator import count_words
+    path = tmp_path / 'train.trg'
+    path.write_text('a b a\nc a\n', encoding='utf-8')
+    counts, lines = count_words(str(path), {'a': 2, 'b': 3, 'c': 4}, n_words=4)
+    assert lines == 2 and counts.tolist() == [2, 1, 3, 1]      # eos, UNK (c), a, b
+    bias = nmt_module.unigram_output_bias(nmt_module.unigram_log_probs(
+        str(path), {'a': 2, 'b': 3, 'c': 4}, 4))
+    expected = np.log((np.array([2, 1, 3, 1]) + 1.) / (7 + 4))
+    np.testing.assert_allclose(bias, expected - expected.mean(), rtol=1e-6)
+    assert bias.dtype == np.float32
 
 
 # ---------------------------------------------------------------------------
