@@ -23,6 +23,7 @@ if __name__ == '__main__':
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 from collections import OrderedDict, namedtuple
 
@@ -42,7 +43,7 @@ from data_iterator import TextIterator, count_words, prepare_data  # noqa: F401 
 from model_io import load_params, load_options, load_dictionary
 from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (dl4mt names)
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
-from text_io import InputError, read_lines
+from text_io import InputError, count_lines, read_lines
 from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
 from training_options import OptionTable
 from training_loop import Progress, init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
@@ -531,9 +532,34 @@ def training_options(kwargs):
     OPTIONS.check_choices(options)
     if not options['datasets'] or not options['dictionaries']:
         raise InputError('--datasets and --dictionaries are required')
+    check_validation_options(options)
     model_options, reloading = OPTIONS.reloaded(options, kwargs, fill_options)
     check_options(model_options)
     return options, model_options, reloading
+
+
+def check_validation_options(options):
+    """InputError, before anything is compiled, for validation options that
+    would fail hours into a run: BLEU validation without a reference or
+    without validation data, a reference whose lines are not the validation
+    source's, an external validation script that cannot be run."""
+    script = options['external_validation_script']
+    if script:
+        program = shlex.split(script)[0] if shlex.split(script) else ''
+        if not (shutil.which(program) or (os.path.isfile(program) and
+                                          os.access(program, os.X_OK))):
+            raise InputError('--external_validation_script: %r is not a program that '
+                             'can be run' % program)
+    elif options['bleu_valid_freq'] > 0:
+        if not options['valid_datasets']:
+            raise InputError('--bleu_valid_freq needs --valid_datasets')
+        if not options['bleu_valid_ref']:
+            raise InputError('--bleu_valid_freq needs --bleu_valid_ref')
+        source, ref = options['valid_datasets'][0], options['bleu_valid_ref']
+        n_source, n_ref = count_lines(source), count_lines(ref)
+        if n_source != n_ref:
+            raise InputError('--bleu_valid_ref %s has %d lines but the validation source '
+                             '%s has %d' % (ref, n_ref, source, n_source))
 
 
 def open_corpora(options, model_options, dicts):
@@ -660,8 +686,6 @@ class Trainer(TrainingLoop):
             current = with_suffix(opt['saveto'], 'current')
             self.save_params(current)
             return _external_validation(opt['external_validation_script'], current)
-        if not opt['bleu_valid_ref']:
-            raise InputError('--bleu_valid_freq needs --bleu_valid_ref')
         if self.batched_sampler is None:   # compiled at the first BLEU validation
             self.batched_sampler = build_sampler(self.model.tparams, self.model_options,
                                                  self.model.trng, self.model.use_noise,

@@ -23,7 +23,7 @@ import layers
 from model_io import check_writable, load_dictionary, write_text
 from progress import ProgressLine
 from text_io import InputError, read_lines
-from vocab import words_to_ids
+from vocab import words, words_to_ids
 
 
 def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):
@@ -31,8 +31,8 @@ def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):
     if len(src_lines) != len(trg_lines):
         raise InputError('%s has %d lines but %s has %d: the files must be aligned'
                          % (src_path, len(src_lines), trg_path, len(trg_lines)))
-    return [(words_to_ids(s.split(), word_dicts[0], options['n_words_src']),
-             words_to_ids(t.split(), word_dicts[1], options['n_words']))
+    return [(words_to_ids(words(s), word_dicts[0], options['n_words_src']),
+             words_to_ids(words(t), word_dicts[1], options['n_words']))
             for s, t in zip(src_lines, trg_lines)]
 
 

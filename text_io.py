@@ -60,6 +60,20 @@ def iter_lines(path):
             raise InputError('%s: cannot read: %s' % (path, one_line(e)))
 
 
+def count_lines(path):
+    """The number of lines of a text file (``.gz`` too): its newlines, and a
+    last line without one."""
+    count, last = 0, b'\n'
+    with open_binary(path) as f:
+        try:
+            for chunk in iter(lambda: f.read(1 << 20), b''):
+                count += chunk.count(b'\n')
+                last = chunk[-1:]
+        except (OSError, EOFError) as e:
+            raise InputError('%s: cannot read: %s' % (path, one_line(e)))
+    return count + (last != b'\n')
+
+
 def read_lines(path, allow_empty=False, what='text'):
     """All lines of a UTF-8 file as a list ('-' reads standard input).
 

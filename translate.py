@@ -241,7 +241,7 @@ def output_lines(idx, hyps, source_words, idict_trg, args, unk_dictionary):
 
 def alignment_record(idx, hyp, source_line, idict_trg, authors):
     record = {'id': idx, 'score': float(hyp.score),
-              'source': source_line.split() + ['<eos>'],
+              'source': vocab.words(source_line) + ['<eos>'],
               'target': [idict_trg[w] for w in hyp.words],
               'source_attention': [numpy.asarray(a).tolist() for a in hyp.align],
               'previous_attention': [numpy.asarray(p).tolist() for p in hyp.prev_align]}
@@ -366,7 +366,7 @@ def translate(args):
     lines, align_lines = [], []
     authors = uses_authors_inference(models)
     for idx, hyps in enumerate(results):
-        words = source_lines[idx].split()
+        words = vocab.words(source_lines[idx])
         lines.extend(output_lines(idx, hyps, words, idict_trg, args, unk_dictionary))
         if args.alignments:
             best = ranked(hyps, args.n)[0][0]

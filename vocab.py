@@ -4,9 +4,21 @@ The one mapping the whole project uses: a word missing from the dictionary,
 or whose id is ``>= n_words`` when ``n_words > 0``, becomes 1 (UNK), as the
 original iterator and translate.py do; eos is 0.
 """
+import re
+
 import numpy
 
 EOS, UNK = 0, 1
+
+# the separators of words: ASCII whitespace alone, as Python 2's str.split on
+# the original's byte strings (a no-break space or U+3000 stays in its word)
+_ASCII_SPACE = re.compile(r'[ \t\n\r\x0b\x0c]+')
+
+
+def words(line):
+    """The words of a tokenised line, as the original code splits them (and
+    the data iterator, training, scoring and translation here)."""
+    return [w for w in _ASCII_SPACE.split(line) if w]
 
 
 def words_to_ids(words, word_dict, n_words=-1):
@@ -20,7 +32,7 @@ def words_to_ids(words, word_dict, n_words=-1):
 def sentence_ids(line, word_dict, n_words=-1):
     """Ids of a whitespace-tokenised sentence followed by eos, as the sampler
     takes a source sentence."""
-    return words_to_ids(line.split(), word_dict, n_words) + [EOS]
+    return words_to_ids(words(line), word_dict, n_words) + [EOS]
 
 
 def invert_dictionary(word_to_id):

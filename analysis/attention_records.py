@@ -25,6 +25,7 @@ import json
 
 import numpy
 
+import vocab
 from text_io import InputError, iter_lines, read_lines
 
 EOS = '<eos>'
@@ -186,7 +187,7 @@ def check_source(records, alignments_path, source_path):
                          'from another source file'
                          % (alignments_path, len(records), source_path, len(lines)))
     for number, (line, record) in enumerate(zip(lines, records), 1):
-        if line.split() + [EOS] != record.source:
+        if vocab.words(line) + [EOS] != record.source:
             raise InputError('%s: line %d: the source tokens differ from %s line %d: the '
                              'alignments come from another source file'
                              % (alignments_path, number, source_path, number))

@@ -127,7 +127,7 @@ def agreement_sites(sentences):
     index of the reference one) of every clause-final main verb."""
     sites = []
     for n, line in enumerate(sentences):
-        for pos, word in enumerate(line.split()):
+        for pos, word in enumerate(vocab.words(line)):
             if word in toy_corpus.TRG_FINITE:
                 stem, cls = toy_corpus.TRG_FINITE[word]
                 forms = [stem + c for c in toy_corpus.CLASSES]
@@ -143,7 +143,7 @@ def agreement_accuracy(model, path, batch_size=64):
     f_probs = theano.function([y_sym, y_mask_sym], probs, name='f_probs')
     sentences = read_lines(path)
     sites = agreement_sites(sentences)
-    ids = [vocab.words_to_ids(s.split(), model.word_dict, model.options['n_words'])
+    ids = [vocab.words_to_ids(vocab.words(s), model.word_dict, model.options['n_words'])
            for s in sentences]
     correct = 0
     for start in range(0, len(sentences), batch_size):

@@ -318,3 +318,43 @@ def test_position_is_plain_numbers_and_arrays(tmp_path):
     next(it)
     for key, value in it.position().items():
         assert numpy.asarray(value).dtype.kind in 'iuf', key
+
+
+# --------------------------------------------------------------------------
+# one tokenisation of a line into words everywhere
+# --------------------------------------------------------------------------
+
+UNICODE_SPACED = ['a\u00a0b c\u3000d', 'e\u2009f\tg  h', '\u3000 i\u00a0']
+
+
+def test_words_split_on_ascii_whitespace_only():
+    """A no-break space, U+3000 or a thin space stays inside its word, as in
+    the original's Python 2 byte strings."""
+    import vocab
+    for line in UNICODE_SPACED:
+        expected = [w.decode('utf-8') for w in line.encode('utf-8').split()]
+        assert vocab.words(line) == expected
+    assert vocab.words('a\u00a0b c\u3000d') == ['a\u00a0b', 'c\u3000d']
+
+
+def test_the_same_ids_in_training_scoring_and_translation(tmp_path):
+    """Training (TextIterator), scoring (score.pair_ids), translation
+    (vocab.sentence_ids) and the output bias's counts (count_words) see the
+    same words in lines with Unicode spaces."""
+    import score
+    import vocab
+    from data_iterator import count_words
+    d = {'a\u00a0b': 2, 'c\u3000d': 3, 'e\u2009f': 4, 'g': 5, 'h': 6, '\u3000': 7,
+         'i\u00a0': 8, 'a': 9, 'b': 10}
+    src, trg = tmp_path / 'src', tmp_path / 'trg'
+    for path in (src, trg):
+        path.write_text(''.join(line + '\n' for line in UNICODE_SPACED), encoding='utf-8')
+    it = TextIterator(str(src), str(trg), d, d, batch_size=10, maxlen=100)
+    trained = sorted(next(it)[1])
+    options = {'n_words_src': 20, 'n_words': 20}
+    scored = sorted(t for _, t in score.pair_ids(UNICODE_SPACED, UNICODE_SPACED, 's', 't',
+                                                 [d, d], options))
+    translated = sorted(vocab.sentence_ids(line, d)[:-1] for line in UNICODE_SPACED)
+    assert trained == scored == translated == sorted([[2, 3], [4, 5, 6], [7, 8]])
+    counts, _ = count_words(str(trg), d)
+    assert counts[2:9].tolist() == [1] * 7 and counts[1] == 0

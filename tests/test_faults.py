@@ -176,6 +176,27 @@ def test_unwritable_model_stops_before_compiling(corpus, tmp_path):
                                     % read_only.path)
 
 
+@pytest.mark.parametrize('flags, message', [
+    (['--bleu_valid_freq', '5', '--bleu_valid_ref', 'train.trg'],
+     'error: --bleu_valid_ref train.trg has 18 lines but the validation source '
+     'valid.src has 3'),
+    (['--bleu_valid_freq', '5'], 'error: --bleu_valid_freq needs --bleu_valid_ref'),
+    (['--external_validation_script', './no-such-script.sh'],
+     "error: --external_validation_script: './no-such-script.sh' is not a program "
+     "that can be run"),
+])
+def test_validation_options_checked_before_compiling(corpus, flags, message):
+    """A BLEU reference with other lines than the validation source, BLEU
+    validation without a reference, an external validation script that does
+    not exist: one line at start, not a traceback hours into the run (the
+    sound options are those of the runs of test_train_scripts.py and
+    test_multi30k_run.py)."""
+    proc = train(corpus, 'valid_options.npz', '--valid_datasets', 'valid.src', 'valid.trg',
+                 '--finish_after', '1', *flags, check=False)
+    assert proc.returncode == 1 and 'Building model' not in proc.stdout
+    assert one_error_line(proc) == message
+
+
 def test_permission_denied(corpus):
     """A folder the user may not write: build_dictionary.py's outputs there
     (as root, the program runs as user nobody, whom the folder denies)."""

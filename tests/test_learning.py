@@ -25,7 +25,7 @@ UPDATES = 500
 # cost, below which the batch counts as learnt (the default initialisation
 # reaches 0.001-0.11 here; Adam from the original's stays at 0.8-0.9)
 LEARNT = 0.15
-# each optimiser's documented learning rate (docs/training.md#optimisers;
+# each optimiser's documented learning rate (docs/training.md#optimisers-and-their-learning-rates;
 # Adadelta and RMSprop take none)
 LEARNING_RATES = {'adam': 0.0004, 'adadelta': 0., 'rmsprop': 0., 'sgd': 1.}
 DECODERS = {'baseline': dict(decoder='gru_cond'),

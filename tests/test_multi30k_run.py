@@ -67,3 +67,55 @@ def test_dry_run_shows_the_settings(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert '--optimizer adam --lrate 0.0004' in proc.stdout
     assert '--residual attentive' in proc.stdout and '-k 12' in proc.stdout
+
+
+def fake_run(runs, data, decoder, seed, hyps, valid_bleu):
+    """A finished run's folder: result.json, a training log, translations."""
+    folder = runs / ('%s-seed%d' % (decoder, seed))
+    folder.mkdir(parents=True)
+    tests = {}
+    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        (folder / (test_set + '.hyp.tok')).write_text('\n'.join(hyps) + '\n')
+        tests[test_set] = {'bleu_tok_lc': valid_bleu, 'sacrebleu_lc': valid_bleu - 1}
+    command = ('/usr/venv/bin/python /somewhere/project/nmt.py --model %s/model.npz '
+               '--datasets %s/train.bpe.en %s/train.bpe.de' % (folder, data, data))
+    result = {'decoder': decoder, 'seed': seed, 'updates': 2000, 'test': tests,
+              'best_valid_bleu': valid_bleu, 'best_valid_cost': 40., 'command': command}
+    (folder / 'result.json').write_text(json.dumps(result))
+    events = [{'event': 'validation', 'uidx': u, 'epoch': 0, 'time': 0., 'cost': c}
+              for u, c in ((1000, 50.), (2000, 40.))]
+    events += [{'event': 'bleu', 'uidx': 1000, 'epoch': 0, 'time': 0., 'bleu': valid_bleu}]
+    (folder / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
+
+
+def test_results_gathered(tmp_path):
+    data, runs, out = tmp_path / 'data', tmp_path / 'runs', tmp_path / 'out'
+    data.mkdir()
+    refs = ['ein mann fährt rad', 'zwei hunde spielen im schnee', 'eine frau kocht',
+            'ein kind schläft']
+    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        (data / (test_set + '.tok.de')).write_text('\n'.join(refs) + '\n')
+    worse = ['ein mann rad', 'zwei hunde im schnee', 'eine frau', 'ein kind']
+    for seed in (1, 2):
+        fake_run(runs, data, 'baseline', seed, worse, 30. + seed)
+        fake_run(runs, data, 'attentive', seed, refs, 34. + seed)
+    (runs / 'mean-seed1').mkdir()        # still training: no result.json
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
+                                                        'multi30k_results.py'),
+                           str(runs), '--data', str(data), '--out', str(out),
+                           '--bootstrap', '200'], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert 'mean-seed1 has no result.json' in proc.stderr
+    results = json.loads((out / 'results.json').read_text())
+    assert [(r['decoder'], r['seed']) for r in results] == [
+        ('baseline', 1), ('baseline', 2), ('attentive', 1), ('attentive', 2)]
+    assert results[3]['command'] == (
+        '.venv/bin/python nmt.py --model runs/multi30k/attentive-seed2/model.npz '
+        '--datasets data/multi30k/train.bpe.en data/multi30k/train.bpe.de')
+    assert (out / 'logs' / 'attentive-seed2.log.jsonl').exists()
+    assert (out / 'validation.png').stat().st_size > 0
+    rows = {line.split(' | ')[0].lstrip('| '): line for line in
+            (out / 'results.md').read_text().splitlines()[2:]}
+    assert '31.50 ± 0.71' in rows['baseline'] and '35.50 ± 0.71' in rows['attentive']
+    p_values = rows['attentive'].rstrip(' |').split(' | ')[-1].split(', ')
+    assert len(p_values) == 3 and all(0. <= float(p) < 0.05 for p in p_values)
