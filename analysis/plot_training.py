@@ -86,13 +86,8 @@ def plot(runs, png, references=()):
     if floor is not None:
         axes[1].axhline(floor, color='grey', linestyle=':',
                         label='word-frequency cost %.1f' % floor)
-    for ax, title in zip(axes, ('training cost (per target word; older logs: per sentence)',
-                                'validation cost (per sentence)')):
-        ax.set(xlabel='update', title=title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    plots.save(fig, png)
+    plots.finish_panels(fig, axes, ('training cost (per target word; older logs: per sentence)',
+                                    'validation cost (per sentence)'), png)
 
 
 def plot_logs(args):

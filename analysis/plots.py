@@ -68,6 +68,17 @@ def save(fig, path, dpi=DPI):
     plt.close(fig)
 
 
+def finish_panels(fig, axes, titles, path, xlabel='update', legend_size=8):
+    """Title, x label, grid and legend on each panel, then the figure into
+    ``path``."""
+    for ax, title in zip(axes, titles):
+        ax.set(xlabel=xlabel, title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    save(fig, path)
+
+
 def positions_figure(results, labels, path):
     """results: position summaries (attention_positions); x: -1 .. -N."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))

@@ -168,13 +168,9 @@ def plot_validation(runs, png):
             points = [(e['uidx'], e[key]) for e in events if e['event'] == event]
             if points:
                 ax.plot(*zip(*points), marker='.', label=label)
-    for ax, title in zip(axes, ('validation cost (per sentence)',
-                                'validation BLEU (beam 5, tokenised lowercased)')):
-        ax.set(xlabel='update', title=title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    plots.save(fig, png)
+    plots.finish_panels(fig, axes, ('validation cost (per sentence)',
+                                    'validation BLEU (beam 5, tokenised lowercased)'), png,
+                        legend_size=7)
 
 
 def gather(args):

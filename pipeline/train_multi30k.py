@@ -48,7 +48,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 import cli
 from model_io import load_json, write_json, write_text
-from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, run
+from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, parse_with_extra, run
 from text_io import InputError, read_lines
 
 SRC, TRG = 'en', 'de'
@@ -250,11 +250,6 @@ def dry_run(args, data):
 
 
 def parse_args(argv):
-    if '--' in argv:
-        cut = argv.index('--')
-        argv, extra = argv[:cut], argv[cut + 1:]
-    else:
-        extra = []
     p = cli.ArgumentParser(
         prog='train_multi30k.sh',
         description='Train one decoder with one seed on Multi30k en-de, then '
@@ -270,12 +265,7 @@ def parse_args(argv):
     p.add_argument('data_dir', metavar='DATA_DIR',
                    help='the output of pipeline/multi30k.py prepare')
     p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
-    args = p.parse_args(argv)
-    args.extra = extra
-    try:
-        decoder_flags(args.decoder)
-    except InputError as e:
-        p.error(str(e))
+    args = parse_with_extra(p, argv)
     if args.model_dir is None:
         args.model_dir = os.path.join('runs', 'multi30k', '%s-seed%d' % (args.decoder,
                                                                        args.seed))

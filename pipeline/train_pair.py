@@ -84,12 +84,21 @@ def _q(cmd):
     return ' '.join(shlex.quote(str(c)) for c in cmd)
 
 
+def parse_with_extra(parser, argv):
+    """parser.parse_args of argv up to '--', with ``extra``: the nmt.py flags
+    after it; a DECODER that the registry does not know is the parser's
+    error."""
+    cut = argv.index('--') if '--' in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.extra = argv[cut + 1:]
+    try:
+        decoder_flags(args.decoder)
+    except InputError as e:
+        parser.error(str(e))
+    return args
+
+
 def parse_args(argv):
-    if '--' in argv:
-        cut = argv.index('--')
-        argv, extra = argv[:cut], argv[cut + 1:]
-    else:
-        extra = []
     # the name of the train_*.sh script that runs us, for --help and errors
     prog = argv[argv.index('--prog') + 1] if '--prog' in argv[:-1] else None
     p = cli.ArgumentParser(
@@ -112,12 +121,7 @@ def parse_args(argv):
                         'selfattn, or one with another scoring (attentive-dot, ...)')
     p.add_argument('data_dir', metavar='DATA_DIR')
     p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
-    args = p.parse_args(argv)
-    args.extra = extra
-    try:
-        decoder_flags(args.decoder)
-    except InputError as e:
-        p.error(str(e))
+    args = parse_with_extra(p, argv)
     args.pair = '%s-%s' % (args.src_lang, args.trg_lang)
     if args.model_dir is None:
         args.model_dir = os.path.join('runs', args.pair, args.decoder)
