@@ -333,13 +333,15 @@ class TrainingLoop(object):
 
     def learning_warnings(self, cost):
         """(kind, message) for what this validation says of the learning:
-        from the second validation on, a cost still within
+        from the second validation and update NOT_LEARNING_AFTER on, a cost
+        still within
         NOT_LEARNING_MARGIN of the word-frequency cost; a readout more than
         SATURATED_READOUT of whose units are saturated almost everywhere."""
         warnings = []
         near = self.frequency_cost is not None and \
             cost > (1. - NOT_LEARNING_MARGIN) * self.frequency_cost
-        if near and len(self.state.history_errs) >= 2:
+        if near and len(self.state.history_errs) >= 2 and \
+                self.state.uidx >= NOT_LEARNING_AFTER:
             warnings.append(('not_learning', (
                 'validation cost %.2f at update %d is still near the word-frequency '
                 'cost %.2f: the model predicts little more than word frequencies'
@@ -431,6 +433,8 @@ class TrainingLoop(object):
 # (the saturated models: all of them)
 NOT_LEARNING_MARGIN = 0.05
 SATURATED_READOUT = 0.5
+# ... not before this update: a short run (a test's) has not had time to learn
+NOT_LEARNING_AFTER = 500
 
 
 class NoLog(object):
