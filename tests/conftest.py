@@ -30,8 +30,10 @@ import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
 
 import numpy_reference as ref  # noqa: E402
 
+# init: the original's initialisation, whose small weights the tolerances of
+# the comparisons with NumPy, the original graph and the GPU were set for
 TINY = dict(dim_word=6, dim=5, n_words_src=13, n_words=11,
-            decay_c=0.01, alpha_c=0.5, use_dropout=False)
+            decay_c=0.01, alpha_c=0.5, use_dropout=False, init='dl4mt')
 
 import layers  # noqa: E402  (an import error here fails the whole suite)
 
