@@ -545,7 +545,7 @@ def check_validation_options(options):
     source's, an external validation script that cannot be run."""
     script = options['external_validation_script']
     if script:
-        program = shlex.split(script)[0] if shlex.split(script) else ''
+        program = (shlex.split(script) or [''])[0]
         if not (shutil.which(program) or (os.path.isfile(program) and
                                           os.access(program, os.X_OK))):
             raise InputError('--external_validation_script: %r is not a program that '
@@ -616,16 +616,20 @@ class Trainer(TrainingLoop):
         print('Loading data')
         self.train_it, self.valid_it = open_corpora(self.options, self.model_options,
                                                     self.dicts)
-        log_probs = unigram_log_probs(self.options['datasets'][1], self.dicts[1],
-                                      self.model_options['n_words'])
+        # the training targets' word frequencies: for a fresh model's output
+        # bias (--init ...+unigram) and the validation set's frequency cost
+        unigram_bias = self.options['init'].endswith('+unigram') and not reloading
+        log_probs = None
+        if unigram_bias or self.options['valid_datasets']:
+            log_probs = unigram_log_probs(self.options['datasets'][1], self.dicts[1],
+                                          self.model_options['n_words'])
         self.frequency_cost = self._frequency_cost(log_probs)
         if self.frequency_cost is not None:
             print('Word-frequency cost of the validation set: %.2f (a model that has '
                   'learnt only word frequencies)' % self.frequency_cost)
-        use_unigram_bias = self.options['init'].endswith('+unigram')
         print('Building model')
         self.model = CompiledModel(self.options, self.model_options, reloading,
-                                   log_probs if use_unigram_bias else None)
+                                   log_probs if unigram_bias else None)
         self.batched_sampler = None
         self.start(reloading)
 
