@@ -122,7 +122,9 @@ def nmt_command(args, data, n_words):
     cmd += ['--n_words_src', str(n_words[0]), '--n_words', str(n_words[1])]
     for key, value in settings:
         cmd += ['--' + key, str(value)]
-    cmd += ['--use_dropout', '--seed', str(args.seed)] + decoder_flags(args.decoder)
+    # no --use_dropout: dl4mt's readout dropout (0.5) held the attention back
+    # for thousands of updates here (docs/multi30k.md#training)
+    cmd += ['--seed', str(args.seed)] + decoder_flags(args.decoder)
     cmd += ['--bleu_valid_ref', data.valid_ref, '--bleu_valid_postprocess', BPE_UNDO]
     return cmd + list(args.extra)
 
