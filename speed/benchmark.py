@@ -1,7 +1,8 @@
 """Speed of training and translation, on synthetic data, for every decoder.
 
-    python speed/benchmark.py train|translate --config tiny|mid|paper [--decoder NAME]
-        [--updates N] [--sentences N] [--original-style | --side-by-side]
+    python speed/benchmark.py train|translate --config tiny|mid|paper|multi30k
+        [--decoder NAME] [--updates N] [--sentences N]
+        [--original-style | --side-by-side | --marian] [--threads N]
         [--profile [FILE]] [--batch-size B] [--processes P] [--seed S]
         [--workers N]
     mpirun -np N python speed/benchmark.py allreduce [--floats F] [--repeats R]
@@ -35,6 +36,12 @@ translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
            maxlen: the figures are a worst case for the lengths used.
            ``--profile`` profiles f_next in both searches (its top ops and
            the share of each search's wall time spent in it).
+train --marian  then Marian 1.12 (``--type amun``: dl4mt's architecture) on
+           the same batches with the same dimensions, optimiser and threads,
+           and the ratio of the words/s (speed/marian.py; Marian is installed
+           from the ``pymarian`` wheel into ``.venv-marian``, or its absence
+           said in one line).  ``--config multi30k`` is the model of
+           docs/multi30k.md (Adam, batch 32) on batches of Multi30k's lengths.
 train --workers N  one process on every core, then N MPI workers (mpirun,
            data_parallel.py) sharing the cores (each its share of the
            threads), on the same batches, one after the other in one
@@ -89,11 +96,19 @@ CONFIGS = OrderedDict([
     ('paper', dict(dim_word=500, dim=1024, n_words_src=50000, n_words=50000,
                    batch_size=80, maxlen=50, use_dropout=True,
                    optimizer='adadelta', clip_c=1.0)),
+    # the Multi30k model of docs/multi30k.md (train_multi30k.sh's settings)
+    ('multi30k', dict(dim_word=128, dim=256, n_words_src=5201, n_words=7064,
+                      batch_size=32, maxlen=100, use_dropout=False,
+                      optimizer='adam', lrate=0.0004, clip_c=1.0)),
 ])
-DEFAULT_UPDATES = {'tiny': 50, 'mid': 5, 'paper': 5}
-DEFAULT_SENTENCES = {'tiny': 50, 'mid': 16, 'paper': 32}
+DEFAULT_UPDATES = {'tiny': 50, 'mid': 5, 'paper': 5, 'multi30k': 100}
+DEFAULT_SENTENCES = {'tiny': 50, 'mid': 16, 'paper': 32, 'multi30k': 100}
 # source lengths (words, before eos) of the translate benchmark
-SOURCE_LENGTHS = {'tiny': (5, 15), 'mid': (20, 30), 'paper': (20, 30)}
+SOURCE_LENGTHS = {'tiny': (5, 15), 'mid': (20, 30), 'paper': (20, 30), 'multi30k': (8, 20)}
+# sentence lengths (words, before eos) of the synthetic training batches:
+# uniform in [maxlen // 3, maxlen - 1], or, for a corpus's model, uniform
+# over the corpus's middle 90% (Multi30k's BPE train: 8-23 words, mean 13.8)
+TRAIN_LENGTHS = {'multi30k': (8, 22)}
 WARMUP_UPDATES = 2
 PAPER_PARAMETERS = 108725885   # nmt.count_params of the paper config's baseline
 PROFILE_TOP = 10
@@ -193,12 +208,13 @@ def log(msg):
 # --------------------------------------------------------------------------
 # train
 
-def synthetic_batches(options, n_batches, seed):
-    """n_batches prepared batches of random ids (1..V-1; 0 is eos only)."""
+def synthetic_batches(options, n_batches, seed, lengths=None):
+    """n_batches prepared batches of random ids (1..V-1; 0 is eos only),
+    sentence lengths uniform in ``lengths`` (lo, hi)."""
     import nmt
     rng = numpy.random.RandomState(seed)
     maxlen = options['maxlen']
-    lo, hi = maxlen // 3, maxlen - 1
+    lo, hi = lengths or (maxlen // 3, maxlen - 1)
     batches = []
     for _ in range(n_batches):
         xs, ys = [], []
@@ -369,15 +385,17 @@ def timed_updates(timers, batches, n_updates):
                        timer.costs[-1], _eta(i + 1, n_updates, time.time() - t_start)))
 
 
-def bench_train(config, decoder, n_updates, styles, seed, profile=None):
+def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=False):
     """Train on synthetic batches in the given styles (one, or several side
-    by side in this process, sharing the parameters)."""
+    by side in this process, sharing the parameters); with ``marian``, Marian
+    too, on the same batches (compare_with_marian)."""
     import nmt
     import theano
 
     options = model_options(config, decoder)
     numpy.random.seed(seed)
-    batches = synthetic_batches(options, WARMUP_UPDATES + n_updates, seed)
+    batches = synthetic_batches(options, WARMUP_UPDATES + n_updates, seed,
+                                TRAIN_LENGTHS.get(config))
     log('%s/%s: %s' % (config, decoder, ' vs '.join(styles)))
     load_start = os.getloadavg()[0]
     t0 = time.time()
@@ -424,7 +442,30 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None):
         result['profile'] = profile_report(
             [(t.compiled['style'], 'the %s style' % t.compiled['style'],
               t.compiled['functions']) for t in timers], profile)
+    if marian:
+        result.update(compare_with_marian(options, batches, result.get('words_per_sec')))
     return result
+
+
+def compare_with_marian(options, batches, words_per_sec):
+    """Marian's training figures on the same batches with this process's
+    threads, and the ratio of ours to its words/s; where Marian cannot run,
+    the reason instead (speed/marian.py)."""
+    import tempfile
+    from speed import marian
+    threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
+    log('Marian: %d updates on the same batches, %d thread(s)' % (len(batches), threads))
+    try:
+        exe = marian.marian_command()
+        with tempfile.TemporaryDirectory(prefix='marian-bench-') as work:
+            files = marian.write_corpus(batches, work, options['n_words_src'], options['n_words'])
+            figures = marian.train_speed(exe, files, options, threads, len(batches), work)
+    except marian.MarianUnavailable as e:
+        log('no comparison with Marian: %s' % e)
+        return OrderedDict([('marian', None), ('marian_unavailable', str(e))])
+    ratio = round(words_per_sec / figures['words_per_sec'], 3) if words_per_sec else None
+    return OrderedDict([('marian', figures), ('threads', threads),
+                        ('ratio_to_marian_words_per_sec', ratio)])
 
 
 def profile_report(groups, full_path):
@@ -663,6 +704,13 @@ def parse_args(argv):
                    help='translate: also time the batched search in this many worker '
                         'processes (sentences_per_sec_processes)')
     p.add_argument('--seed', type=int, default=1234)
+    p.add_argument('--threads', type=int, default=None,
+                   help='BLAS and OpenMP threads of this process (and of Marian with '
+                        '--marian; default: every core)')
+    p.add_argument('--marian', action='store_true',
+                   help='train: also Marian (--type amun, the same batches, model, '
+                        'optimiser and threads; installed from the pymarian wheel into '
+                        '.venv-marian) and the ratio of words/s')
     p.add_argument('--workers', type=int, default=1,
                    help='train: also N MPI workers (mpirun) sharing the cores, and the '
                         'ratio of their words/s to one process\'s')
@@ -685,6 +733,11 @@ def parse_args(argv):
         args.batch_size = translate.DEFAULT_BATCH_SIZE
     if min(args.updates, args.sentences, args.batch_size, args.processes) < 1:
         p.error('--updates, --sentences, --batch-size and --processes must be at least 1')
+    if args.threads is not None and args.threads < 1:
+        p.error('--threads must be at least 1')
+    if args.marian and (args.mode != 'train' or args.side_by_side or args.workers > 1):
+        p.error('--marian compares one training process with Marian: train only, '
+                'without --side-by-side and --workers')
     for flag in ('original_style', 'side_by_side'):
         if getattr(args, flag) and args.mode != 'train':
             p.error('--%s applies to train only' % flag.replace('_', '-'))
@@ -703,6 +756,8 @@ def configure_gc(args):
 
 def run_one(args):
     configure_gc(args)
+    if args.threads:
+        theano_env.limit_threads(args.threads)
     import distributed
     if args.mode == 'allreduce':
         result = bench_allreduce(args.floats, args.repeats)
@@ -711,7 +766,7 @@ def run_one(args):
                   STYLES if args.side_by_side else
                   ('original',) if args.original_style else ('project',))
         result = bench_train(args.config, args.decoder, args.updates, styles,
-                             args.seed, profile=args.profile)
+                             args.seed, profile=args.profile, marian=args.marian)
     else:
         result = bench_translate(args.config, args.decoder, args.sentences, args.seed,
                                  args.batch_size, args.processes, profile=args.profile)

@@ -1,0 +1,140 @@
+"""Marian as the benchmark's yardstick: its training speed on the batches that
+speed/benchmark.py times this project on, with the same model and optimiser.
+
+Marian comes from the ``pymarian`` wheel (Marian 1.12's command line as
+``pymarian``), installed into an environment of its own (``.venv-marian``
+at the project root, never the project's ``.venv``).  Its ``--type amun`` is
+dl4mt's architecture (bi-GRU encoder, conditional GRU decoder, the same
+readout).  The batches are written out as a corpus in which every line of a
+batch follows the other, and Marian reads it in order (``--shuffle none``,
+``--maxi-batch 1``), so that its updates see the sentences ours see.
+
+``MarianUnavailable`` says in one line why Marian cannot run here; the
+benchmark prints it and goes on without the comparison.
+"""
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV_DIR = os.path.join(ROOT, '.venv-marian')
+WHEEL = 'pymarian'
+EOS, UNK = '</s>', '<unk>'     # Marian's names of ids 0 and 1
+# "... : Time 12.34s : 2345.67 words/s ..." in Marian's progress lines
+RATE = re.compile(r'Up\. ([\d,]+) .*Time ([\d.]+)s : ([\d.]+) words/s')
+
+
+class MarianUnavailable(Exception):
+    """Marian cannot be installed or run here (the reason in one line)."""
+
+
+def marian_command(env_dir=ENV_DIR, install=True):
+    """The path of ``pymarian`` in env_dir, created (venv + pip install
+    pymarian) when missing and ``install``."""
+    exe = os.path.join(env_dir, 'bin', 'pymarian')
+    if os.path.exists(exe):
+        return exe
+    if not install:
+        raise MarianUnavailable('no Marian in %s (the benchmark installs it with '
+                                '--marian)' % env_dir)
+    python = os.path.join(env_dir, 'bin', 'python')
+    steps = [[sys.executable, '-m', 'venv', '--clear', env_dir],
+             [python, '-m', 'pip', 'install', '-q', WHEEL]]
+    for step in steps:
+        done = subprocess.run(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True)
+        if done.returncode != 0:
+            last = (done.stdout.strip().splitlines() or ['no output'])[-1]
+            raise MarianUnavailable('cannot install Marian (%s): %s'
+                                    % (' '.join(step[-3:]), last))
+    if not os.path.exists(exe):
+        raise MarianUnavailable('the %s wheel installed no pymarian command' % WHEEL)
+    return exe
+
+
+def write_vocabulary(path, n_words):
+    """Marian's YAML vocabulary for ids 0..n_words-1: our dictionaries' eos
+    and UNK (0, 1) under Marian's names, then one made-up word an id."""
+    with open(path, 'w') as f:
+        f.write('"%s": 0\n"%s": 1\n' % (EOS, UNK))
+        for i in range(2, n_words):
+            f.write('w%d: %d\n' % (i, i))
+
+
+def write_corpus(batches, directory, n_words_src, n_words):
+    """The batches' sentences (prepared arrays x, x_mask, y, y_mask, time
+    major) as train.src / train.trg of made-up words, in batch order, and
+    the two vocabularies; returns the file names."""
+    names = {k: os.path.join(directory, k) for k in
+             ('train.src', 'train.trg', 'vocab.src.yml', 'vocab.trg.yml')}
+    with open(names['train.src'], 'w') as src, open(names['train.trg'], 'w') as trg:
+        for x, x_mask, y, y_mask in batches:
+            for j in range(x.shape[1]):
+                src.write(_sentence(x[:, j], x_mask[:, j]))
+                trg.write(_sentence(y[:, j], y_mask[:, j]))
+    write_vocabulary(names['vocab.src.yml'], n_words_src)
+    write_vocabulary(names['vocab.trg.yml'], n_words)
+    return names
+
+
+def _sentence(ids, mask):
+    """One line: the words of the unmasked ids before eos."""
+    words = ['w%d' % i for i, m in zip(ids, mask) if m > 0 and i != 0]
+    return ' '.join(words) + '\n'
+
+
+def training_command(exe, files, options, threads, updates, model_dir):
+    """Marian's command for ``updates`` updates of the model that
+    ``options`` (nmt.py's) describes."""
+    return [exe, '--type', 'amun', '--model', os.path.join(model_dir, 'model.npz'),
+            '--train-sets', files['train.src'], files['train.trg'],
+            '--vocabs', files['vocab.src.yml'], files['vocab.trg.yml'],
+            '--dim-vocabs', str(options['n_words_src']), str(options['n_words']),
+            '--dim-emb', str(options['dim_word']), '--dim-rnn', str(options['dim']),
+            '--mini-batch', str(options['batch_size']), '--maxi-batch', '1',
+            '--shuffle', 'none', '--max-length', str(options['maxlen']),
+            '--optimizer', 'adam', '--learn-rate', str(options['lrate']),
+            '--clip-norm', str(options['clip_c']), '--cpu-threads', str(threads),
+            '--after', '%du' % updates, '--disp-freq', '10', '--save-freq', '1000000u',
+            '--seed', '1234', '--quiet-translation', '--overwrite', '--no-restore-corpus']
+
+
+def train_speed(exe, files, options, threads, updates, model_dir, warmup=10):
+    """Marian's training speed: target words/s over its progress lines
+    after the first ``warmup`` updates, seconds from the command to its
+    first progress line, and its peak memory (MB)."""
+    cmd = training_command(exe, files, options, threads, updates, model_dir)
+    start = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    lines, first_line = [], None
+    for line in proc.stderr:
+        lines.append(line)
+        if first_line is None and RATE.search(line):
+            first_line = time.time() - start
+    if proc.wait() != 0:
+        tail = ''.join(lines[-3:]).strip().replace('\n', ' | ')
+        raise MarianUnavailable('Marian exited with status %d: %s' % (proc.returncode, tail))
+    figures = _figures(lines, warmup, first_line, time.time() - start)
+    # the largest child this process has waited for: Marian, as the
+    # benchmark starts no other child as large
+    figures['peak_rss_mb'] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                                   / 1024., 1)
+    return figures
+
+
+def _figures(lines, warmup, first_line, wall):
+    """words/s weighted by the time of each progress interval after warmup."""
+    rows = [(int(m.group(1).replace(',', '')), float(m.group(2)), float(m.group(3)))
+            for m in map(RATE.search, lines) if m]
+    timed = [(sec, wps) for up, sec, wps in rows if up > warmup]
+    if not timed:
+        raise MarianUnavailable('no progress line of Marian after update %d' % warmup)
+    seconds = sum(sec for sec, _ in timed)
+    return {'words_per_sec': round(sum(sec * wps for sec, wps in timed) / seconds, 2),
+            'updates_timed': rows[-1][0] - warmup,
+            'startup_sec': round(first_line, 2) if first_line is not None else None,
+            'wall_sec': round(wall, 2)}
