@@ -87,6 +87,66 @@ def _blas_ldflags():
     return ""
 
 
+# OpenBLAS picks its kernels from the CPU's model number; a model newer than
+# the library (Debian 12's 0.3.21 on a Sapphire Rapids Xeon) gets "Prescott",
+# its SSE3 kernels: 7x slower matrix products than the AVX-512 ones
+# (docs/speed.md#blas-kernels).  Then we name the kernels the CPU's features
+# allow, before the library loads (it reads OPENBLAS_CORETYPE once, then).
+MODERN_OPENBLAS_CORES = ("haswell", "zen", "skylakex", "cooperlake", "sapphirerapids")
+_CORENAME_SCRIPT = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                    "lib.openblas_get_corename.restype = ctypes.c_char_p; "
+                    "print(lib.openblas_get_corename().decode())")
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    """The CPU's feature flags (an empty set where /proc/cpuinfo is missing)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def openblas_core_for(flags):
+    """The OpenBLAS kernels the CPU features allow (None: leave it to OpenBLAS)."""
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "CooperLake" if "avx512_bf16" in flags else "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return None
+
+
+def openblas_corename(library):
+    """The kernels ``library`` picks by itself here (asked in a child
+    process, so that this one loads it later with our choice), or None."""
+    import subprocess
+    try:
+        out = subprocess.run([sys.executable, "-c", _CORENAME_SCRIPT, library],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=30, env=dict(
+                                 os.environ, OPENBLAS_NUM_THREADS="1"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def choose_openblas_core():
+    """Set OPENBLAS_CORETYPE where the OpenBLAS that Theano links would fall
+    back to kernels older than the CPU (the user's setting wins; children
+    inherit ours, so the check runs once)."""
+    flags = _blas_ldflags().split()
+    if "-lopenblas" not in flags or "OPENBLAS_CORETYPE" in os.environ:
+        return
+    wanted = openblas_core_for(cpu_flags())
+    libdir = next(f[2:] for f in flags if f.startswith("-L"))
+    found = wanted and openblas_corename(os.path.join(libdir, "libopenblas.so"))
+    if found and found.lower() not in MODERN_OPENBLAS_CORES:
+        os.environ["OPENBLAS_CORETYPE"] = wanted
+
+
 def limit_threads(n):
     """Run BLAS and OpenMP on n threads from now on, in this process: for
     workers forked after the libraries read the *_NUM_THREADS variables
@@ -326,6 +386,7 @@ def _prepare_gpu():
 
 
 if "theano" not in sys.modules:
+    choose_openblas_core()
     configure()
     theano_repairs.install()
     if gpu_requested():

@@ -1,0 +1,57 @@
+"""theano_env.choose_openblas_core: OpenBLAS never runs its fallback kernels
+(Prescott, SSE3) on a CPU with AVX2 or AVX-512 (docs/speed.md#blas-kernels)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import theano_env
+
+AVX512 = {'avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512dq'}
+
+
+def test_kernels_follow_the_cpu_features():
+    assert theano_env.openblas_core_for(AVX512 | {'avx512_bf16'}) == 'CooperLake'
+    assert theano_env.openblas_core_for(AVX512) == 'SkylakeX'
+    assert theano_env.openblas_core_for({'avx2', 'fma', 'sse3'}) == 'Haswell'
+    assert theano_env.openblas_core_for({'sse3', 'avx'}) is None
+
+
+def test_cpu_flags_read_from_cpuinfo(tmp_path):
+    info = tmp_path / 'cpuinfo'
+    info.write_text('processor\t: 0\nflags\t\t: fpu sse3 avx2 fma\nbugs\t\t: x\n')
+    assert theano_env.cpu_flags(str(info)) == {'fpu', 'sse3', 'avx2', 'fma'}
+    assert theano_env.cpu_flags(str(tmp_path / 'missing')) == set()
+
+
+@pytest.mark.parametrize('found, expected', [('Prescott', 'Haswell'), ('Haswell', None),
+                                             ('Zen', None), (None, None)])
+def test_only_a_fallback_is_overridden(monkeypatch, found, expected):
+    monkeypatch.delenv('OPENBLAS_CORETYPE', raising=False)
+    monkeypatch.setattr(theano_env, '_blas_ldflags', lambda: '-L/lib/openblas -lopenblas')
+    monkeypatch.setattr(theano_env, 'cpu_flags', lambda: {'avx2', 'fma'})
+    monkeypatch.setattr(theano_env, 'openblas_corename', lambda library: found)
+    theano_env.choose_openblas_core()
+    assert os.environ.get('OPENBLAS_CORETYPE') == expected
+
+
+def test_the_users_choice_wins(monkeypatch):
+    monkeypatch.setenv('OPENBLAS_CORETYPE', 'Nehalem')
+    monkeypatch.setattr(theano_env, 'openblas_corename', lambda library: 'Prescott')
+    theano_env.choose_openblas_core()
+    assert os.environ['OPENBLAS_CORETYPE'] == 'Nehalem'
+
+
+def test_the_linked_openblas_runs_modern_kernels_here():
+    """The library Theano links, in a process set up as every command is."""
+    flags = theano_env._blas_ldflags().split()
+    if '-lopenblas' not in flags or theano_env.openblas_core_for(theano_env.cpu_flags()) is None:
+        pytest.skip('no OpenBLAS linked, or a CPU without AVX2')
+    library = os.path.join(next(f[2:] for f in flags if f.startswith('-L')), 'libopenblas.so')
+    env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_CORETYPE'}
+    script = ('import theano_env, sys; print(theano_env.openblas_corename(sys.argv[1]))')
+    out = subprocess.run([sys.executable, '-c', script, library], env=env,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    assert out.stdout.strip().lower() in theano_env.MODERN_OPENBLAS_CORES
