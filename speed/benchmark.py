@@ -165,6 +165,8 @@ def machine_info():
     return OrderedDict([
         ('cpu', cpu), ('cores', os.cpu_count()),
         ('blas', theano.config.blas__ldflags),
+        # OpenBLAS's kernels where theano_env (or the user) named them
+        ('openblas_coretype', os.environ.get('OPENBLAS_CORETYPE')),
         ('theano_device', theano.config.device),
         ('gpu', gpu_name()),
         # the caching allocator keeps what was allocated: about the peak
