@@ -20,8 +20,10 @@ Writes into OUT:
   bootstrap p-value against the baseline (tokenised lowercased BLEU, the
   seeds' translations pooled: seed s of the decoder against seed s of the
   baseline, every seed that both have);
+  and below it test2016's BLEU by source length for each decoder
+  (evaluation/length_buckets.py; the seeds every decoder has, pooled);
 * ``validation.png``: the validation cost and BLEU of every run against the
-  update.
+  update; ``by_length.png``: the BLEU by source length.
 
 It prints the table.  A run folder without result.json (still training) is
 skipped with a note.
@@ -40,11 +42,13 @@ import cli
 from model_io import load_json, write_json, write_text
 from text_io import InputError, read_lines
 from training_log import read_training_log
+from vocab import words
 
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 SHORT = {'test_2016_flickr': 'test2016', 'test_2017_flickr': 'test2017',
          'test_2017_mscoco': 'mscoco2017'}
 BASELINE = 'baseline'
+LENGTH_TEST_SET = 'test_2016_flickr'
 
 
 def find_runs(runs_dir):
@@ -84,26 +88,54 @@ def decoder_rows(runs):
     return rows
 
 
+def pooled(runs, data_dir, decoders, test_set, kind='hyp.tok'):
+    """The translations of ``decoders`` on ``test_set`` over the seeds all of
+    them have, each decoder's seeds concatenated in the same order, with the
+    reference and the source repeated as often: ({decoder: lines}, refs,
+    sources, seeds)."""
+    by_key = {(r['decoder'], r['seed']): folder for folder, r in runs}
+    seeds = sorted(set.intersection(*[{s for d, s in by_key if d == decoder}
+                                       for decoder in decoders]))
+    ref = read_lines(os.path.join(data_dir, '%s.tok.de' % test_set))
+    source = read_lines(os.path.join(data_dir, '%s.tok.en' % test_set))
+    hyps = {decoder: sum((read_lines(os.path.join(by_key[(decoder, seed)],
+                                                  '%s.%s' % (test_set, kind)),
+                                     allow_empty=True) for seed in seeds), [])
+            for decoder in decoders}
+    return hyps, ref * len(seeds), source * len(seeds), seeds
+
+
 def pooled_bootstrap(runs, data_dir, decoder, test_set, n_samples):
     """Paired bootstrap p of ``decoder`` against the baseline on ``test_set``:
     the translations of every seed both have, concatenated (None when they
     share no seed)."""
     from bleu import bleu_metric
     from evaluation.evaluate import paired_bootstrap_p
-    by_key = {(r['decoder'], r['seed']): folder for folder, r in runs}
-    seeds = sorted(s for d, s in by_key if d == decoder and (BASELINE, s) in by_key)
+    hyps, refs, _, seeds = pooled(runs, data_dir, (BASELINE, decoder), test_set)
     if not seeds or n_samples <= 0:
         return None
-    ref = read_lines(os.path.join(data_dir, '%s.tok.de' % test_set))
-    base, system, refs = [], [], []
-    for seed in seeds:
-        base += read_lines(os.path.join(by_key[(BASELINE, seed)], test_set + '.hyp.tok'),
-                           allow_empty=True)
-        system += read_lines(os.path.join(by_key[(decoder, seed)], test_set + '.hyp.tok'),
-                             allow_empty=True)
-        refs += ref
     metric = bleu_metric(tokenized=True, lowercase=True)
-    return paired_bootstrap_p([base, system], refs, metric, n_samples, seed=12345)[1]
+    return paired_bootstrap_p([hyps[BASELINE], hyps[decoder]], refs, metric, n_samples,
+                              seed=12345)[1]
+
+
+def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
+    """BLEU (tokenised, lowercased) of each decoder by source length on
+    ``test_set``, over the seeds every decoder has (markdown lines; the
+    figure into png); no lines when no seed is shared."""
+    from evaluation import length_buckets
+    decoders = sorted(decoder_rows(runs), key=lambda d: d != BASELINE)
+    hyps, refs, sources, seeds = pooled(runs, data_dir, decoders, test_set)
+    if not seeds:
+        return []
+    rows = length_buckets.bleu_by_length([hyps[d] for d in decoders], refs,
+                                         [len(words(line)) for line in sources],
+                                         tokenized=True, lowercase=True)
+    length_buckets.plot_rows(rows, decoders, png, 'BLEU by source length, %s (seeds %s)'
+                             % (SHORT[test_set], ', '.join(map(str, seeds))))
+    return ['', '%s by source length (tokenised lowercased BLEU, seeds %s pooled):'
+            % (SHORT[test_set], ', '.join(map(str, seeds))), ''] + \
+        length_buckets.format_rows(rows, decoders)
 
 
 def table(runs, data_dir, n_samples):
@@ -183,6 +215,7 @@ def gather(args):
                                               args.runs_dir))
                 for folder, result in runs], indent=2)
     lines = table(runs, args.data, args.bootstrap)
+    lines += by_length(runs, args.data, os.path.join(args.out, 'by_length.png'))
     write_text(os.path.join(args.out, 'results.md'), '\n'.join(lines) + '\n')
     plot_validation(runs, os.path.join(args.out, 'validation.png'))
     print('\n'.join(lines))
