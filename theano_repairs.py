@@ -255,6 +255,31 @@ REPAIRS = [
         ("try:\n    from mpi4py import MPI\nexcept ImportError:\n    mpi_enabled = False\n"
          "else:\n    comm = MPI.COMM_WORLD\n    mpi_enabled = True\n",
          "mpi_enabled = False  # theano_repairs: no_mpi_at_import\n")),
+    SourceEdit(
+        "no_numpy_distutils", "theano.link.c.cmodule",
+        "theano.link.c.cmodule imports numpy.distutils, which numpy 1.26 no "
+        "longer ships for Python 3.12 (nor numpy 2 at all), only to ask it "
+        "for NumPy's C headers: import theano fails.  It asks numpy itself "
+        "(numpy.get_include(), the one folder numpy.distutils gave).  The "
+        "BLAS look-up through numpy.distutils is never reached: theano_env "
+        "sets blas__ldflags.",
+        ("\nimport numpy.distutils\n", "\nimport numpy\n"),
+        ("numpy.distutils.misc_util.get_numpy_include_dirs()", "[numpy.get_include()]")),
+    SourceEdit(
+        "no_numpy_distutils_blas", "theano.tensor.blas",
+        "theano.tensor.blas imports numpy.distutils too, and uses nothing "
+        "from it (see no_numpy_distutils).",
+        ("import numpy.distutils\n\n\ntry:\n    import numpy.distutils.__config__  # noqa\n"
+         "except ImportError:\n    pass\n", "")),
+    SourceEdit(
+        "numpy_bool_alias", "theano.scalar.basic",
+        "Cast takes its Python constructor from numpy by the dtype's name, "
+        "numpy.bool for 'bool': an alias of Python's bool that numpy 1.24 "
+        "removed (numpy 2 brought the name back as numpy.bool_).  Without "
+        "it, import theano fails at convert_to_bool on the numpy that Python "
+        "3.12 needs.  'bool' takes Python's bool, as numpy 1.23 gave.",
+        ("self.ctor = getattr(np, o_type.dtype)",
+         "self.ctor = bool if o_type.dtype == \"bool\" else getattr(np, o_type.dtype)")),
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "

@@ -17,6 +17,28 @@ import sys
 import tempfile
 
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+
+
+def _numpy_as_newer_releases():
+    """What numpy 1.24 and later lack, taken away before Theano is imported
+    (probes numpy_bool, no_numpy_distutils): numpy.bool, which numpy 1.24
+    removed, and numpy.distutils, which numpy 1.26 does not ship for Python
+    3.12.  On the numpy that lacks them already, nothing changes."""
+    import numpy
+    if 'numpy_bool' in sys.argv:
+        former = getattr(numpy, '__getattr__', None)
+
+        def getattr_without_bool(name):
+            if name == 'bool' or former is None:
+                raise AttributeError("module 'numpy' has no attribute %r" % name)
+            return former(name)
+        if 'bool' not in vars(numpy):   # numpy 2 has numpy.bool again
+            numpy.__getattr__ = getattr_without_bool
+    if 'no_numpy_distutils' in sys.argv:
+        sys.modules['numpy.distutils'] = None
+
+
+_numpy_as_newer_releases()
 import theano_env  # noqa: E402,F401  (must come before theano)
 
 import numpy as np  # noqa: E402
@@ -311,6 +333,24 @@ def probe_no_mpi_at_import():
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and 'started' in proc.stdout, \
         'mpirun from a process that imported Theano: %d %r' % (proc.returncode, proc.stderr)
+
+def probe_numpy_bool():
+    """A cast to bool (the model's masks) on a numpy without numpy.bool."""
+    x = tensor.vector('x')
+    fn = theano.function([x], tensor.cast(x > 0.5, 'bool'))
+    a = np.array([0.2, 0.7, 0.5, 0.9], dtype=theano.config.floatX)
+    got = fn(a)
+    assert got.dtype == np.bool_ and list(got) == [False, True, False, True], got
+
+
+def probe_no_numpy_distutils():
+    """A C module compiled against NumPy's headers, without numpy.distutils."""
+    x = tensor.matrix('x')
+    fn = theano.function([x], tensor.tanh(x) * 2 + 1)
+    a = RNG.rand(3, 4).astype(theano.config.floatX)
+    expect_close(fn(a), np.tanh(a) * 2 + 1)
+    assert fn.maker.linker.__class__.__name__ != 'PerformLinker'
+
 
 PROBES = {name[6:]: fn for name, fn in sorted(globals().items())
           if name.startswith('probe_')}

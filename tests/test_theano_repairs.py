@@ -20,7 +20,8 @@ from gpu_devices import DEVICES, why_not
 OPENCL_REASON = why_not('opencl')
 needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
 
-CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import']
+CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import', 'numpy_bool',
+              'no_numpy_distutils']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
               'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
@@ -31,6 +32,9 @@ NEEDS = {
     'no_compiled_scan': ('cpu', 'scan', 'longintrepr.h'),
     'no_mpi_at_import': ('cpu', 'no_mpi_at_import', 'import theano initialised MPI'),
     'exact_integer_max_min': ('cpu', 'integer_max_min', '9007199254740992'),
+    'numpy_bool_alias': ('cpu', 'numpy_bool', "module 'numpy' has no attribute 'bool'"),
+    'no_numpy_distutils': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
+    'no_numpy_distutils_blas': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
     'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
     'gpuarray_use_optdb': ('opencl', 'elemwise', "has no attribute 'add_tags'"),
     'op_lifter_fgraph': ('opencl', 'shape_assert',
