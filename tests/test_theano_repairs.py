@@ -114,13 +114,16 @@ def test_probes_pass_on_the_cpu_with_the_repairs():
     assert code == 0, out[-3000:]
 
 
+@pytest.mark.slow
 @needs_opencl
 def test_probes_pass_on_opencl_with_the_repairs():
     code, out = run_probes('opencl', GPU_PROBES)
     assert code == 0, out[-3000:]
 
 
-@pytest.mark.parametrize('repair', sorted(NEEDS))
+@pytest.mark.parametrize('repair', [
+    pytest.param(r, marks=pytest.mark.slow) if NEEDS[r][0] == 'opencl' else r
+    for r in sorted(NEEDS)])
 def test_each_repair_is_needed(repair):
     kind, probe, failure = NEEDS[repair]
     if kind == 'opencl' and OPENCL_REASON:
@@ -132,6 +135,7 @@ def test_each_repair_is_needed(repair):
     assert failure in out, out[-3000:]
 
 
+@pytest.mark.slow
 @needs_opencl
 def test_a_kernel_that_does_not_build_is_an_error_not_a_crash():
     """With OpenCL C's names left out, the float division's kernel does not
