@@ -272,14 +272,38 @@ REPAIRS = [
         ("import numpy.distutils\n\n\ntry:\n    import numpy.distutils.__config__  # noqa\n"
          "except ImportError:\n    pass\n", "")),
     SourceEdit(
-        "numpy_bool_alias", "theano.scalar.basic",
-        "Cast takes its Python constructor from numpy by the dtype's name, "
-        "numpy.bool for 'bool': an alias of Python's bool that numpy 1.24 "
-        "removed (numpy 2 brought the name back as numpy.bool_).  Without "
-        "it, import theano fails at convert_to_bool on the numpy that Python "
-        "3.12 needs.  'bool' takes Python's bool, as numpy 1.23 gave.",
+        "numpy_aliases_scalar", "theano.scalar.basic",
+        "numpy 1.24 removed numpy.bool and numpy.complex, aliases of Python's "
+        "bool and complex (numpy 2 brought numpy.bool back as numpy.bool_), "
+        "and Python 3.12 needs numpy 1.26.  Cast takes its Python constructor "
+        "from numpy by the dtype's name, numpy.bool for 'bool': without it "
+        "import theano fails at convert_to_bool.  'bool' takes Python's bool, "
+        "as numpy 1.23's alias gave; the complex ops' Python code takes "
+        "Python's complex (the module's own name complex is Theano's op).",
         ("self.ctor = getattr(np, o_type.dtype)",
-         "self.ctor = bool if o_type.dtype == \"bool\" else getattr(np, o_type.dtype)")),
+         "self.ctor = bool if o_type.dtype == \"bool\" else getattr(np, o_type.dtype)"),
+        ("isinstance(x, np.complex) or isinstance(y, np.complex)",
+         "isinstance(x, __import__(\"builtins\").complex) or "
+         "isinstance(y, __import__(\"builtins\").complex)"),
+        ("return np.complex(x, y)", "return __import__(\"builtins\").complex(x, y)"),
+        ("(np.complex(x, y))", "(__import__(\"builtins\").complex(x, y))", 2)),
+    SourceEdit(
+        "numpy_aliases_tensor", "theano.tensor.basic",
+        "get_scalar_constant_value tells a number by numpy.complex(data), "
+        "removed in numpy 1.24 (see numpy_aliases_scalar): every constant then "
+        "counts as not a number, so an Alloc of a constant 1 is not "
+        "broadcastable, an optimiser's replacement has another type "
+        "(BadOptimization, logged), shape checks fail at run time ('Theano "
+        "Assert failed!' in the sampler's f_next) and constants are not "
+        "folded.  It takes Python's complex, as numpy 1.23's alias gave (the "
+        "module's own name complex is Theano's op).",
+        ("np.complex(data)  # works", "builtins.complex(data)  # works")),
+    SourceEdit(
+        "numpy_aliases_random", "theano.tensor.random.basic",
+        "theano.tensor.random.basic names numpy.int (removed in numpy 1.24, "
+        "see numpy_aliases_scalar) when it is imported: the import fails.  "
+        "It takes Python's int, as numpy 1.23's alias gave.",
+        ("otypes=[np.int]", "otypes=[int]")),
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "

@@ -20,7 +20,7 @@ from gpu_devices import DEVICES, why_not
 OPENCL_REASON = why_not('opencl')
 needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
 
-CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import', 'numpy_bool',
+CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import', 'numpy_aliases',
               'no_numpy_distutils']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
@@ -32,7 +32,9 @@ NEEDS = {
     'no_compiled_scan': ('cpu', 'scan', 'longintrepr.h'),
     'no_mpi_at_import': ('cpu', 'no_mpi_at_import', 'import theano initialised MPI'),
     'exact_integer_max_min': ('cpu', 'integer_max_min', '9007199254740992'),
-    'numpy_bool_alias': ('cpu', 'numpy_bool', "module 'numpy' has no attribute 'bool'"),
+    'numpy_aliases_scalar': ('cpu', 'numpy_aliases', "module 'numpy' has no attribute 'bool'"),
+    'numpy_aliases_tensor': ('cpu', 'numpy_aliases', 'the constant 1 does not broadcast'),
+    'numpy_aliases_random': ('cpu', 'numpy_aliases', "module 'numpy' has no attribute 'int'"),
     'no_numpy_distutils': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
     'no_numpy_distutils_blas': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
     'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
