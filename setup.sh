@@ -28,7 +28,7 @@ esac
 die() { echo "setup: $*" >&2; exit 1; }
 
 VENV=${VENV:-.venv}
-SUPPORTED="3.10, 3.11 and 3.12"
+SUPPORTED="3.10, 3.11 or 3.12"
 # Without PYTHON, a usable environment keeps its Python; a new one takes python3.
 if [ -z "${PYTHON:-}" ] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
     PYTHON=$VENV/bin/python

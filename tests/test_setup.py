@@ -52,7 +52,7 @@ def test_an_unsupported_python_stops_in_one_line_before_anything_is_made(setup_c
     old.chmod(0o755)
     line = refusal(run_setup(setup_copy, PYTHON=str(old)))
     assert line.startswith('setup: Python 3.9') and 'not supported' in line
-    assert '3.10, 3.11 and 3.12' in line and 'PYTHON=' in line
+    assert '3.10, 3.11 or 3.12' in line and 'PYTHON=' in line
     assert not (setup_copy / '.venv').exists()
 
 
