@@ -307,8 +307,9 @@ REPAIRS = [
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "
-        "on Python 3.11; when its import fails with ImportError, scan runs "
-        "its Python loop (the same numbers)."),
+        "on Python 3.11 and 3.12 (longintrepr.h); when its import fails with "
+        "ImportError, scan runs its Python loop (the same numbers).  On 3.10 "
+        "it would build: the repair keeps every version on the same loop."),
     AfterImport(
         "hidec_defaults", "theano.link.c.interface",
         "The C linker of theano-pymc 1.1 calls every c_* hook of an op and "

@@ -133,6 +133,11 @@ def test_each_repair_is_needed(repair):
     if repair == 'no_mpi_at_import' and importlib.util.find_spec('mpi4py') is None:
         pytest.skip('mpi4py is not installed (bash setup.sh installs it)')
     code, out = run_probes(kind, [probe], off=[repair])
+    if repair == 'no_compiled_scan' and sys.version_info < (3, 11):
+        # Python 3.10 still has longintrepr.h: the Cython loop builds and gives
+        # NumPy's numbers; the repair keeps 3.10 on the Python loop all the same
+        assert code == 0, out[-3000:]
+        return
     assert code != 0, 'probe %s passed without %s:\n%s' % (probe, repair, out[-2000:])
     assert failure in out, out[-3000:]
 
