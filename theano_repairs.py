@@ -255,11 +255,61 @@ REPAIRS = [
         ("try:\n    from mpi4py import MPI\nexcept ImportError:\n    mpi_enabled = False\n"
          "else:\n    comm = MPI.COMM_WORLD\n    mpi_enabled = True\n",
          "mpi_enabled = False  # theano_repairs: no_mpi_at_import\n")),
+    SourceEdit(
+        "no_numpy_distutils", "theano.link.c.cmodule",
+        "theano.link.c.cmodule imports numpy.distutils, which numpy 1.26 no "
+        "longer ships for Python 3.12 (nor numpy 2 at all), only to ask it "
+        "for NumPy's C headers: import theano fails.  It asks numpy itself "
+        "(numpy.get_include(), the one folder numpy.distutils gave).  The "
+        "BLAS look-up through numpy.distutils is never reached: theano_env "
+        "sets blas__ldflags.",
+        ("\nimport numpy.distutils\n", "\nimport numpy\n"),
+        ("numpy.distutils.misc_util.get_numpy_include_dirs()", "[numpy.get_include()]")),
+    SourceEdit(
+        "no_numpy_distutils_blas", "theano.tensor.blas",
+        "theano.tensor.blas imports numpy.distutils too, and uses nothing "
+        "from it (see no_numpy_distutils).",
+        ("import numpy.distutils\n\n\ntry:\n    import numpy.distutils.__config__  # noqa\n"
+         "except ImportError:\n    pass\n", "")),
+    SourceEdit(
+        "numpy_aliases_scalar", "theano.scalar.basic",
+        "numpy 1.24 removed numpy.bool and numpy.complex, aliases of Python's "
+        "bool and complex (numpy 2 brought numpy.bool back as numpy.bool_), "
+        "and Python 3.12 needs numpy 1.26.  Cast takes its Python constructor "
+        "from numpy by the dtype's name, numpy.bool for 'bool': without it "
+        "import theano fails at convert_to_bool.  'bool' takes Python's bool, "
+        "as numpy 1.23's alias gave; the complex ops' Python code takes "
+        "Python's complex (the module's own name complex is Theano's op).",
+        ("self.ctor = getattr(np, o_type.dtype)",
+         "self.ctor = bool if o_type.dtype == \"bool\" else getattr(np, o_type.dtype)"),
+        ("isinstance(x, np.complex) or isinstance(y, np.complex)",
+         "isinstance(x, __import__(\"builtins\").complex) or "
+         "isinstance(y, __import__(\"builtins\").complex)"),
+        ("return np.complex(x, y)", "return __import__(\"builtins\").complex(x, y)"),
+        ("(np.complex(x, y))", "(__import__(\"builtins\").complex(x, y))", 2)),
+    SourceEdit(
+        "numpy_aliases_tensor", "theano.tensor.basic",
+        "get_scalar_constant_value tells a number by numpy.complex(data), "
+        "removed in numpy 1.24 (see numpy_aliases_scalar): every constant then "
+        "counts as not a number, so an Alloc of a constant 1 is not "
+        "broadcastable, an optimiser's replacement has another type "
+        "(BadOptimization, logged), shape checks fail at run time ('Theano "
+        "Assert failed!' in the sampler's f_next) and constants are not "
+        "folded.  It takes Python's complex, as numpy 1.23's alias gave (the "
+        "module's own name complex is Theano's op).",
+        ("np.complex(data)  # works", "builtins.complex(data)  # works")),
+    SourceEdit(
+        "numpy_aliases_random", "theano.tensor.random.basic",
+        "theano.tensor.random.basic names numpy.int (removed in numpy 1.24, "
+        "see numpy_aliases_scalar) when it is imported: the import fails.  "
+        "It takes Python's int, as numpy 1.23's alias gave.",
+        ("otypes=[np.int]", "otypes=[int]")),
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "
-        "on Python 3.11; when its import fails with ImportError, scan runs "
-        "its Python loop (the same numbers)."),
+        "on Python 3.11 and 3.12 (longintrepr.h); when its import fails with "
+        "ImportError, scan runs its Python loop (the same numbers).  On 3.10 "
+        "it would build: the repair keeps every version on the same loop."),
     AfterImport(
         "hidec_defaults", "theano.link.c.interface",
         "The C linker of theano-pymc 1.1 calls every c_* hook of an op and "

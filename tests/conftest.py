@@ -28,6 +28,20 @@ for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
 
 import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
 
+# Test files whose every test trains a model, starts MPI workers or runs every
+# decoder on OpenCL: minutes each on 2 cores.  They are marked slow, so that
+# ``pytest -m "not slow" tests`` is the quick run (docs/code.md#tests); the
+# fixture-exactness tests (NumPy reference, original graph) stay in it.
+SLOW_FILES = {'test_gpu.py', 'test_distributed.py', 'test_learning.py',
+              'test_multi30k_run.py', 'test_lm_experiment.py', 'test_benchmark.py',
+              'test_demo.py', 'test_train_scripts.py', 'test_faults.py'}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if os.path.basename(str(item.fspath)) in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
 import numpy_reference as ref  # noqa: E402
 
 # init: the original's initialisation, whose small weights the tolerances of

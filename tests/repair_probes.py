@@ -10,6 +10,7 @@ also checks that the operation runs on the GPU.  Exit status 0 when every
 probe passes; a probe that fails raises (status 1), a crash ends the process
 with a signal.  Which repair each probe needs: test_theano_repairs.NEEDS.
 """
+import importlib
 import os
 import shutil
 import subprocess
@@ -17,6 +18,29 @@ import sys
 import tempfile
 
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+
+
+def _numpy_as_newer_releases():
+    """What numpy 1.24 and later lack, taken away before Theano is imported
+    (probes numpy_aliases, no_numpy_distutils): the aliases numpy.bool,
+    numpy.complex and numpy.int, which numpy 1.24 removed, and
+    numpy.distutils, which numpy 1.26 does not ship for Python 3.12.  On the
+    numpy that lacks them already, nothing changes."""
+    import numpy
+    if 'numpy_aliases' in sys.argv:
+        former = getattr(numpy, '__getattr__', None)
+        removed = {'bool', 'complex', 'int'} - set(vars(numpy))  # numpy 2 has numpy.bool
+
+        def getattr_without_aliases(name):
+            if name in removed or former is None:
+                raise AttributeError("module 'numpy' has no attribute %r" % name)
+            return former(name)
+        numpy.__getattr__ = getattr_without_aliases
+    if 'no_numpy_distutils' in sys.argv:
+        sys.modules['numpy.distutils'] = None
+
+
+_numpy_as_newer_releases()
 import theano_env  # noqa: E402,F401  (must come before theano)
 
 import numpy as np  # noqa: E402
@@ -311,6 +335,30 @@ def probe_no_mpi_at_import():
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and 'started' in proc.stdout, \
         'mpirun from a process that imported Theano: %d %r' % (proc.returncode, proc.stderr)
+
+def probe_numpy_aliases():
+    """On a numpy without numpy.bool, numpy.complex and numpy.int: a cast to
+    bool (the model's masks), a constant 1 that broadcasts and is folded
+    (get_scalar_constant_value), and theano.tensor.random."""
+    x = tensor.vector('x')
+    fn = theano.function([x], tensor.cast(x > 0.5, 'bool'))
+    a = np.array([0.2, 0.7, 0.5, 0.9], dtype=theano.config.floatX)
+    got = fn(a)
+    assert got.dtype == np.bool_ and list(got) == [False, True, False, True], got
+    one = tensor.constant(1, dtype='int8')
+    assert tensor.alloc(np.float32(0), one, 3).broadcastable == (True, False), \
+        'an Alloc of the constant 1 does not broadcast: constants are not numbers'
+    importlib.import_module('theano.tensor.random.basic')
+
+
+def probe_no_numpy_distutils():
+    """A C module compiled against NumPy's headers, without numpy.distutils."""
+    x = tensor.matrix('x')
+    fn = theano.function([x], tensor.tanh(x) * 2 + 1)
+    a = RNG.rand(3, 4).astype(theano.config.floatX)
+    expect_close(fn(a), np.tanh(a) * 2 + 1)
+    assert fn.maker.linker.__class__.__name__ != 'PerformLinker'
+
 
 PROBES = {name[6:]: fn for name, fn in sorted(globals().items())
           if name.startswith('probe_')}

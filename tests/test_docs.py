@@ -82,7 +82,7 @@ def project_files():
         pass
     files = []
     for top, dirs, names in os.walk(ROOT):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith('.venv')]
         files += [os.path.join(top, n) for n in names]
     return files
 

@@ -20,7 +20,8 @@ from gpu_devices import DEVICES, why_not
 OPENCL_REASON = why_not('opencl')
 needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
 
-CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import']
+CPU_PROBES = ['scan', 'scan_reorder', 'integer_max_min', 'no_mpi_at_import', 'numpy_aliases',
+              'no_numpy_distutils']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
               'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
@@ -31,6 +32,11 @@ NEEDS = {
     'no_compiled_scan': ('cpu', 'scan', 'longintrepr.h'),
     'no_mpi_at_import': ('cpu', 'no_mpi_at_import', 'import theano initialised MPI'),
     'exact_integer_max_min': ('cpu', 'integer_max_min', '9007199254740992'),
+    'numpy_aliases_scalar': ('cpu', 'numpy_aliases', "module 'numpy' has no attribute 'bool'"),
+    'numpy_aliases_tensor': ('cpu', 'numpy_aliases', 'the constant 1 does not broadcast'),
+    'numpy_aliases_random': ('cpu', 'numpy_aliases', "module 'numpy' has no attribute 'int'"),
+    'no_numpy_distutils': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
+    'no_numpy_distutils_blas': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
     'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
     'gpuarray_use_optdb': ('opencl', 'elemwise', "has no attribute 'add_tags'"),
     'op_lifter_fgraph': ('opencl', 'shape_assert',
@@ -110,13 +116,16 @@ def test_probes_pass_on_the_cpu_with_the_repairs():
     assert code == 0, out[-3000:]
 
 
+@pytest.mark.slow
 @needs_opencl
 def test_probes_pass_on_opencl_with_the_repairs():
     code, out = run_probes('opencl', GPU_PROBES)
     assert code == 0, out[-3000:]
 
 
-@pytest.mark.parametrize('repair', sorted(NEEDS))
+@pytest.mark.parametrize('repair', [
+    pytest.param(r, marks=pytest.mark.slow) if NEEDS[r][0] == 'opencl' else r
+    for r in sorted(NEEDS)])
 def test_each_repair_is_needed(repair):
     kind, probe, failure = NEEDS[repair]
     if kind == 'opencl' and OPENCL_REASON:
@@ -124,10 +133,16 @@ def test_each_repair_is_needed(repair):
     if repair == 'no_mpi_at_import' and importlib.util.find_spec('mpi4py') is None:
         pytest.skip('mpi4py is not installed (bash setup.sh installs it)')
     code, out = run_probes(kind, [probe], off=[repair])
+    if repair == 'no_compiled_scan' and sys.version_info < (3, 11):
+        # Python 3.10 still has longintrepr.h: the Cython loop builds and gives
+        # NumPy's numbers; the repair keeps 3.10 on the Python loop all the same
+        assert code == 0, out[-3000:]
+        return
     assert code != 0, 'probe %s passed without %s:\n%s' % (probe, repair, out[-2000:])
     assert failure in out, out[-3000:]
 
 
+@pytest.mark.slow
 @needs_opencl
 def test_a_kernel_that_does_not_build_is_an_error_not_a_crash():
     """With OpenCL C's names left out, the float division's kernel does not
