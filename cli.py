@@ -18,6 +18,7 @@ Exit statuses:
   first writes a checkpoint (``Interrupted``).
 """
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -39,6 +40,23 @@ class Interrupted(CommandError):
     def __init__(self, signum, message):
         super().__init__(message)
         self.status = 128 + signum
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Inside: SIGTERM raises ``Interrupted`` (``interrupted: SIGTERM``,
+    status 143), as SIGINT raises KeyboardInterrupt, so that ``finally``
+    clauses run (worker processes stopped, temporary files removed).
+    Outside, SIGTERM ends a command as the system does."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum, signal.Signals(signum).name)
 
 
 def os_error_text(error):
