@@ -85,7 +85,7 @@ class Compiled(object):
         model file's values of them."""
         if reloading:
             print('Reloading model parameters')
-            params = load_params(options['saveto'], params)
+            params = load_params(options['saveto'], params, strict=True)
         self.tparams = init_tparams(params)
 
     def compile_optimizer(self, options, inputs, cost):

@@ -14,7 +14,7 @@ import os
 import sys
 from collections import OrderedDict
 
-from model_io import load_options
+from model_io import check_model_kind, load_options
 from text_io import InputError
 
 # flags whose name is not the option's
@@ -50,11 +50,12 @@ RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'di
 
 class OptionTable(object):
     """defaults: OrderedDict option -> default; choices: option -> the
-    values it takes; architecture: the options a reloaded model keeps."""
+    values it takes; architecture: the options a reloaded model keeps;
+    kind: the command's kind of model (model_io), that --reload checks."""
 
-    def __init__(self, defaults, choices, architecture):
+    def __init__(self, defaults, choices, architecture, kind):
         self.defaults, self.choices = defaults, choices
-        self.architecture = architecture
+        self.architecture, self.kind = architecture, kind
 
     def fill(self, given):
         """The defaults, updated with the options ``given``."""
@@ -103,7 +104,9 @@ class OptionTable(object):
         reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
         if not reloading:
             return model_options, False
-        saved = fill(load_options(options['saveto']))
+        saved = load_options(options['saveto'])
+        check_model_kind(options['saveto'], saved, self.kind)
+        saved = fill(saved)
         for key in self.architecture:
             if key in given and given[key] != saved[key]:
                 warn('--%s %s ignored: the reloaded model has %s'
