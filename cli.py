@@ -65,6 +65,17 @@ def os_error_text(error):
     return '%s: %s' % (error.filename, reason) if error.filename else reason
 
 
+def error_message(error):
+    """The text of the one line that reports ``error`` (without its label):
+    a command's error as it is, an OSError's file and reason, another
+    error's type and text."""
+    if isinstance(error, (InputError, CommandError)):
+        return str(error)
+    if isinstance(error, OSError):
+        return os_error_text(error)
+    return '%s: %s' % (type(error).__name__, one_line(error))
+
+
 def positive_int(text):
     """An argparse type: an integer of at least 1 (a bad value is the
     parser's one-line error naming the option, exit status 2)."""
@@ -87,11 +98,11 @@ def run(action):
     try:
         action()
     except (InputError, CommandError) as e:
-        return _fail(getattr(e, 'label', 'error'), str(e), getattr(e, 'status', 1))
+        return _fail(getattr(e, 'label', 'error'), error_message(e), getattr(e, 'status', 1))
     except BrokenPipeError:
         return _reader_left()
     except OSError as e:
-        return _fail('error', os_error_text(e), 1)
+        return _fail('error', error_message(e), 1)
     except KeyboardInterrupt:
         return _fail('interrupted', 'Ctrl-C (SIGINT)', 128 + signal.SIGINT)
     return 0

@@ -33,7 +33,7 @@ import signal
 import traceback
 
 import cli
-from text_io import InputError, one_line
+from text_io import InputError
 
 # the signals that the parent handles while the workers start (they are
 # blocked meanwhile, so that a new worker never runs the parent's handlers)
@@ -188,10 +188,10 @@ def _die_with_parent():
 
 
 def _error_line(error):
-    """The error of a worker's work in one line: a command's error as it
-    is, another with its type and where it was raised."""
+    """The error of a worker's work in one line; an unexpected one with
+    where it was raised."""
     if isinstance(error, (InputError, cli.CommandError)):
-        return one_line(error)
+        return cli.error_message(error)
     where = traceback.extract_tb(error.__traceback__)[-1]
-    return '%s: %s (%s, line %d)' % (type(error).__name__, one_line(error),
-                                     os.path.basename(where.filename), where.lineno)
+    return '%s (%s, line %d)' % (cli.error_message(error), os.path.basename(where.filename),
+                                 where.lineno)
