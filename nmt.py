@@ -779,10 +779,19 @@ def _bleu_due(options, uidx):
     return freq > 0 and bool(options['valid_datasets']) and uidx % freq == 0
 
 
+def warn_special_ids(word_dict, path):
+    """vocab.special_ids_warning on stderr, if any."""
+    warning = vocab.special_ids_warning(word_dict, path)
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 def _check_dictionaries(options, worddicts, paths):
-    """Warn when a vocabulary size exceeds what its dictionary can produce."""
+    """Warn when a vocabulary size exceeds what its dictionary can produce,
+    or when words other than eos and UNK hold ids 0 and 1."""
     for key, d, path in (('n_words_src', worddicts[0], paths[0]),
                          ('n_words', worddicts[1], paths[1])):
+        warn_special_ids(d, path)
         if len(d) < options[key]:
             print('warning: %s has %d entries but %s is %d: ids from %d on never '
                   'occur in the data' % (path, len(d), key, options[key], len(d)),

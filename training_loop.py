@@ -50,7 +50,7 @@ from run_lock import ModelLock
 from stop_requests import StopRequests, signal_name
 from training_log import TrainingLog
 from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
-                            resume_path, usable_resume_file)
+                            resume_path, usable_resume_file, with_suffix)
 
 
 class TrainingError(CommandError):
@@ -471,11 +471,6 @@ class NoLog(object):
 
     def close(self):
         pass
-
-
-def with_suffix(saveto, suffix):
-    """model.npz -> model.SUFFIX.npz"""
-    return '%s.%s.npz' % (os.path.splitext(saveto)[0], suffix)
 
 
 class Progress(object):

@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 from model_io import check_model_kind, load_options
 from text_io import InputError
+from training_state import resume_path
 
 # flags whose name is not the option's
 FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}
@@ -102,6 +103,9 @@ class OptionTable(object):
         completes saved options."""
         model_options = copy.copy(options)
         reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
+        if options['reload_'] and not reloading:
+            check_nothing_to_resume(options['saveto'])
+            print('--reload: no model file %s yet: a new model starts' % options['saveto'])
         if not reloading:
             return model_options, False
         saved = load_options(options['saveto'])
@@ -120,6 +124,17 @@ class OptionTable(object):
             warn('--reload with training settings other than those of %s: %s'
                  % (options['saveto'], '; '.join(changed)))
         return model_options, True
+
+
+def check_nothing_to_resume(saveto):
+    """InputError when ``saveto`` is missing but its resume file is there:
+    --reload cannot resume it (the architecture is in the model's files),
+    and a new run would write over it."""
+    resume = resume_path(saveto)
+    if os.path.exists(resume):
+        raise InputError('%s: no such model file, but its resume file %s is there: '
+                         '--reload needs both (put the model file back; to start a new '
+                         'model, remove or move %s)' % (saveto, resume, resume))
 
 
 def warn(message):

@@ -399,6 +399,7 @@ def complete_vocabulary(options, model_options, reloading):
         model_options['dictionary'] = _build_dictionary(options)
     options['dictionary'] = model_options['dictionary']
     word_dict = load_dictionary(model_options['dictionary'])
+    nmt.warn_special_ids(word_dict, model_options['dictionary'])
     if model_options['n_words'] <= 0:
         model_options['n_words'] = max(word_dict.values()) + 1
     elif len(word_dict) < model_options['n_words']:
