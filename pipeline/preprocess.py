@@ -47,7 +47,9 @@ Outputs in DIR: ``{train,dev,test}.bpe.{SRC,TRG}`` (model input),
 references for tokenised BLEU), the dictionaries, the truecase models, the
 BPE codes (and vocabularies), and ``preprocess.json`` (the settings, read by ``postprocess``).
 Every output is written under a temporary name and renamed only when all
-steps have succeeded.
+steps have succeeded.  Ctrl-C, SIGTERM or a ``--jobs`` worker that dies end
+the command within a second with one line (worker_processes.py), its
+staging folder removed.
 
 postprocess::
 
