@@ -47,7 +47,7 @@ class WorkerPool(object):
     block ends, however it ends; ``what`` names them in messages."""
 
     def __init__(self, start, processes, what):
-        self.start, self.what = start, what
+        self.what = what
         context = multiprocessing.get_context('fork')
         self.jobs, self.results = context.Queue(), context.Queue()
         self.workers = [context.Process(target=_serve, daemon=True,
