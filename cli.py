@@ -55,8 +55,19 @@ def sigterm_interrupts():
         signal.signal(signal.SIGTERM, previous)
 
 
+_caught = []   # the signals that _raise_interrupted raised for
+
+
 def _raise_interrupted(signum, frame):
+    _caught.append(signum)
     raise Interrupted(signum, signal.Signals(signum).name)
+
+
+def raise_if_interrupted():
+    """Interrupted again for a signal whose exception something swallowed
+    (an exception raised inside a ``__del__`` is printed and dropped)."""
+    if _caught:
+        _raise_interrupted(_caught[-1], None)
 
 
 def os_error_text(error):

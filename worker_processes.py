@@ -111,6 +111,7 @@ class WorkerPool(object):
 
     def _receive(self):
         while True:
+            cli.raise_if_interrupted()
             try:
                 start, results = self.results.get(timeout=POLL_SECONDS)
             except queue.Empty:
