@@ -18,6 +18,7 @@ Exit statuses:
   first writes a checkpoint (``Interrupted``).
 """
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -41,10 +42,49 @@ class Interrupted(CommandError):
         self.status = 128 + signum
 
 
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Inside: SIGTERM raises ``Interrupted`` (``interrupted: SIGTERM``,
+    status 143), as SIGINT raises KeyboardInterrupt, so that ``finally``
+    clauses run (worker processes stopped, temporary files removed).
+    Outside, SIGTERM ends a command as the system does."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_caught = []   # the signals that _raise_interrupted raised for
+
+
+def _raise_interrupted(signum, frame):
+    _caught.append(signum)
+    raise Interrupted(signum, signal.Signals(signum).name)
+
+
+def raise_if_interrupted():
+    """Interrupted again for a signal whose exception something swallowed
+    (an exception raised inside a ``__del__`` is printed and dropped)."""
+    if _caught:
+        _raise_interrupted(_caught[-1], None)
+
+
 def os_error_text(error):
     """'PATH: reason' of an OSError (or 'reason' when it names no file)."""
     reason = error.strerror or one_line(error)
     return '%s: %s' % (error.filename, reason) if error.filename else reason
+
+
+def error_message(error):
+    """The text of the one line that reports ``error`` (without its label):
+    a command's error as it is, an OSError's file and reason, another
+    error's type and text."""
+    if isinstance(error, (InputError, CommandError)):
+        return str(error)
+    if isinstance(error, OSError):
+        return os_error_text(error)
+    return '%s: %s' % (type(error).__name__, one_line(error))
 
 
 def positive_int(text):
@@ -69,11 +109,11 @@ def run(action):
     try:
         action()
     except (InputError, CommandError) as e:
-        return _fail(getattr(e, 'label', 'error'), str(e), getattr(e, 'status', 1))
+        return _fail(getattr(e, 'label', 'error'), error_message(e), getattr(e, 'status', 1))
     except BrokenPipeError:
         return _reader_left()
     except OSError as e:
-        return _fail('error', os_error_text(e), 1)
+        return _fail('error', error_message(e), 1)
     except KeyboardInterrupt:
         return _fail('interrupted', 'Ctrl-C (SIGINT)', 128 + signal.SIGINT)
     return 0

@@ -333,6 +333,36 @@ def load_options(model_path):
     return dict(options)
 
 
+# --------------------------------------------------------------------------
+# Kinds of model
+# --------------------------------------------------------------------------
+
+TRANSLATION_MODEL, LANGUAGE_MODEL = 'translation_model', 'language_model'
+KIND_NAMES = {TRANSLATION_MODEL: 'a translation model (nmt.py)',
+              LANGUAGE_MODEL: 'a language model of language_model/lm.py'}
+
+
+def model_kind(options):
+    """The kind of model that saved ``options``: ``options['model_kind']``
+    (language_model/lm.py writes it), else a translation model where the
+    options name a decoder (nmt.py's and the original code's files); None
+    for another."""
+    kind = options.get('model_kind')
+    if kind is None and 'decoder' in options:
+        return TRANSLATION_MODEL
+    return kind
+
+
+def check_model_kind(path, options, expected):
+    """InputError naming ``path`` unless its ``options`` (as saved) are
+    those of a model of kind ``expected``: every command that loads a model
+    refuses another kind before any work."""
+    kind = model_kind(options)
+    if kind != expected:
+        found = KIND_NAMES.get(kind, 'a model of another kind (no model_kind in its options)')
+        raise InputError('%s: %s, not %s' % (path, found, KIND_NAMES[expected]))
+
+
 def _json_default(obj):
     if isinstance(obj, numpy.generic):
         return obj.item()
@@ -416,16 +446,24 @@ class Archive(object):
         self.close()
 
 
-def load_params(path, params):
+# the entries of a model file besides its parameters
+MODEL_FILE_EXTRAS = ('history_errs', 'uidx', 'zipped_params')
+
+
+def load_params(path, params, strict=False):
     """Overwrite the arrays of ``params`` with those stored in ``path``.
 
     As in the original: a name missing from the archive warns
     ``'NAME is not in the archive'`` and keeps its initial value; archive
-    entries that ``params`` does not name are ignored (never read).  Values
-    are cast to float32.  A shape mismatch raises :class:`InputError`.
+    entries that ``params`` does not name are ignored (never read).  With
+    ``strict`` (the project's commands) both are an InputError: the file
+    does not match its options.  Values are cast to float32.  A shape
+    mismatch raises :class:`InputError`.
     """
     path = os.fspath(path)
     with Archive(path) as archive:
+        if strict:
+            check_parameter_names(path, archive.files, params)
         for name, init in list(params.items()):
             if name not in archive.files:
                 warnings.warn('%s is not in the archive' % name)
@@ -439,6 +477,27 @@ def load_params(path, params):
                     % (path, name, tuple(value.shape), tuple(want)))
             params[name] = value.astype('float32')
     return params
+
+
+def check_parameter_names(path, names, params):
+    """InputError naming ``path`` unless its entries ``names`` are the
+    parameters ``params`` (and MODEL_FILE_EXTRAS)."""
+    missing = [n for n in params if n not in names]
+    unknown = [n for n in names if n not in params and n not in MODEL_FILE_EXTRAS]
+    problems = []
+    if missing:
+        problems.append('%d of its %d parameters are not in the file (%s)'
+                        % (len(missing), len(params), _first_names(missing)))
+    if unknown:
+        problems.append('the file has %d parameters that the options do not name (%s)'
+                        % (len(unknown), _first_names(unknown)))
+    if problems:
+        raise InputError('%s: the model file does not match its options: %s'
+                         % (path, '; '.join(problems)))
+
+
+def _first_names(names, shown=3):
+    return ', '.join(names[:shown]) + (', ...' if len(names) > shown else '')
 
 
 def count_archive_params(path):

@@ -36,6 +36,7 @@ import cli
 import distributed
 import fast_ops
 import layers
+import model_io
 from layers import get_layer, dropout_layer
 from beam_search import gen_sample  # noqa: F401 (dl4mt API)
 from beam_search import batch_beam_search, length_sorted_batches, padded_batch, ranked
@@ -86,7 +87,8 @@ OPTION_CHOICES = {'decoder': layers.DECODER_NAMES, 'residual': layers.RESIDUALS,
                   'att_scoring': layers.SCORINGS, 'inference': layers.INFERENCES,
                   'encoder': ('gru',), 'optimizer': tuple(sorted(OPTIMIZERS)),
                   'init': INITS}
-OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS)
+OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS,
+                      model_io.TRANSLATION_MODEL)
 
 
 def fill_options(options):
@@ -176,14 +178,16 @@ def load_model(path, inference=None):
     its file's way."""
     if not os.path.exists(path):
         raise InputError('%s: no such model file' % path)
-    options = fill_options(load_options(path))
+    saved = load_options(path)
+    model_io.check_model_kind(path, saved, model_io.TRANSLATION_MODEL)
+    options = fill_options(saved)
     if inference is not None:
         options['inference'] = inference
     try:
         check_options(options)
     except InputError as e:
         raise InputError('%s: %s' % (path, e))
-    return options, load_params(path, init_params(options))
+    return options, load_params(path, init_params(options), strict=True)
 
 
 def itemlist(tparams):
@@ -775,10 +779,19 @@ def _bleu_due(options, uidx):
     return freq > 0 and bool(options['valid_datasets']) and uidx % freq == 0
 
 
+def warn_special_ids(word_dict, path):
+    """vocab.special_ids_warning on stderr, if any."""
+    warning = vocab.special_ids_warning(word_dict, path)
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 def _check_dictionaries(options, worddicts, paths):
-    """Warn when a vocabulary size exceeds what its dictionary can produce."""
+    """Warn when a vocabulary size exceeds what its dictionary can produce,
+    or when words other than eos and UNK hold ids 0 and 1."""
     for key, d, path in (('n_words_src', worddicts[0], paths[0]),
                          ('n_words', worddicts[1], paths[1])):
+        warn_special_ids(d, path)
         if len(d) < options[key]:
             print('warning: %s has %d entries but %s is %d: ids from %d on never '
                   'occur in the data' % (path, len(d), key, options[key], len(d)),

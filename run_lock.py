@@ -17,13 +17,13 @@ run there, before anything is compiled.
 """
 import errno
 import fcntl
-import glob
 import os
+import re
 import weakref
 
 from cli import CommandError
 from model_io import remove_if_there, write_error
-from training_state import resume_path
+from training_state import resume_path, with_suffix
 
 
 def lock_path(saveto):
@@ -97,11 +97,20 @@ def _unlock(fd, path):
 
 
 def remove_stale_temporaries(saveto):
-    """The temporary files of a checkpoint that a kill cut short
-    (model_io.atomic_write names them '.NAME.XXXXXXXX.tmp'): whoever holds
-    the lock owns them."""
-    for name in (saveto, saveto + '.pkl', saveto + '.json', resume_path(saveto)):
-        folder, base = os.path.split(os.path.abspath(name))
-        for path in glob.glob(os.path.join(glob.escape(folder),
-                                           '.%s.%s.tmp' % (glob.escape(base), '?' * 8))):
-            remove_if_there(path)
+    """The temporary files of a checkpoint or a snapshot (MODEL.iterN.npz,
+    .best_bleu, .current) that a kill cut short (model_io.atomic_write names
+    them '.NAME.XXXXXXXX.tmp'): whoever holds the lock owns them."""
+    folder = os.path.dirname(os.path.abspath(saveto))
+    stale = re.compile(r'\.(%s)(\.pkl|\.json)?\.[a-z0-9_]{8}\.tmp$' % '|'.join(
+        _checkpoint_names(os.path.basename(saveto))))
+    for name in os.listdir(folder):
+        if stale.match(name):
+            remove_if_there(os.path.join(folder, name))
+
+
+def _checkpoint_names(model):
+    """Regular expressions of the names of the files a run on ``model``
+    writes (its options beside each: .pkl, .json)."""
+    snapshots = [re.escape(with_suffix(model, suffix)).replace('@', '[0-9]+')
+                 for suffix in ('iter@', 'best_bleu', 'current')]
+    return [re.escape(model), re.escape(resume_path(model))] + snapshots

@@ -12,16 +12,24 @@ nmt.py and language_model/lm.py append an event at each step of a run:
 * ``checkpoint``: the files of update ``uidx`` are on disk;
 * ``stop``: why the run stops (``reason``, one of ``STOP_REASONS``, and a
   ``message``); ``end``: the model file holds its final parameters
-  (``valid_cost``: the final validation cost, or null).
+  (``valid_cost``: the final validation cost, or null);
+* ``error``: the run ends on an error (``message``: the command's error
+  line, without its ``error:``).
 
 Every event has ``event``, ``uidx``, ``epoch`` and ``time`` (seconds since
 the epoch).  A resumed run appends to the same file.  Each line is written
 by one ``write`` call and flushed, so a reader (demo/demo.py, analysis/
 plot_training.py) sees whole lines, except perhaps a last one being written.
+
+An append cut short (a full disk, a kill) never makes the log unreadable: a
+run that finds the file without a newline at its end starts on a new line,
+and the readers skip a cut line (an event's beginning that is not JSON),
+with one warning.
 """
 import json
 import math
 import os
+import sys
 import time
 
 from cli import CommandError
@@ -42,16 +50,20 @@ class TrainingLog(object):
     def __init__(self, saveto):
         self.path = log_path(saveto)
         try:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as e:
             raise write_error(self.path, e) from None
+        if not _ends_a_line(self.fd):   # the last append was cut short
+            self._write_bytes(b'\n')
 
     def write(self, event, state, **fields):
         """One line: ``event`` at the run's ``state`` (uidx, epoch), with ``fields``."""
         record = {'event': event, 'uidx': state.uidx, 'epoch': state.epoch,
                   'time': round(time.time(), 3)}
         record.update((key, _plain(value)) for key, value in fields.items())
-        line = (json.dumps(record) + '\n').encode('utf-8')
+        self._write_bytes((json.dumps(record) + '\n').encode('utf-8'))
+
+    def _write_bytes(self, line):
         try:
             written = os.write(self.fd, line)
         except OSError as e:
@@ -61,6 +73,12 @@ class TrainingLog(object):
 
     def close(self):
         os.close(self.fd)
+
+
+def _ends_a_line(fd):
+    """Whether the file is empty or ends with a newline."""
+    size = os.fstat(fd).st_size
+    return size == 0 or os.pread(fd, 1, size - 1) == b'\n'
 
 
 def _plain(value):
@@ -75,40 +93,74 @@ def _plain(value):
 
 def read_training_log(path):
     """The events of a training log, in order (InputError for a missing
-    file, or a line that is not an event, naming the file and the line)."""
+    file, or a line that is not an event, naming the file and the line).
+    A last line without its newline was cut short: skipped, with a warning."""
     check_readable(path)
-    return LogReader(path).new_events()
+    reader = LogReader(path)
+    events = reader.new_events()
+    reader.skip_rest()
+    return events
 
 
 class LogReader(object):
     """Reads a training log as it grows: ``new_events()`` returns the events
     of the whole lines written since the last call (a last line without its
     newline is being written: it waits for the next call).  No file yet: no
-    events."""
+    events.  A line cut short by a full disk or a kill (the beginning of an
+    event, not JSON) is skipped, with one warning line on stderr."""
 
     def __init__(self, path):
         self.path, self.offset, self.lines_read = path, 0, 0
 
     def new_events(self):
+        data = self._unread()
+        whole = data[:data.rfind(b'\n') + 1]
+        self.offset += len(whole)
+        events, cut = [], []
+        for raw in whole.split(b'\n')[:-1]:
+            event = self._event(raw)
+            if event is None:
+                cut.append(self.lines_read)
+            else:
+                events.append(event)
+        self._warn_cut(cut)
+        return events
+
+    def skip_rest(self):
+        """The end of a finished log: a last line without its newline was
+        cut short; skip it, with a warning."""
+        rest = self._unread()
+        if rest.strip():
+            self.offset += len(rest)
+            self.lines_read += 1
+            self._warn_cut([self.lines_read])
+
+    def _unread(self):
         try:
             with open(self.path, 'rb') as f:
                 f.seek(self.offset)
-                data = f.read()
+                return f.read()
         except FileNotFoundError:
-            return []
+            return b''
         except OSError as e:
             raise InputError('%s: cannot read: %s' % (self.path, e.strerror))
-        whole = data[:data.rfind(b'\n') + 1]
-        self.offset += len(whole)
-        return [self._event(raw) for raw in whole.split(b'\n')[:-1]]
 
     def _event(self, raw):
+        """The event of a line, None for a line cut short."""
         self.lines_read += 1
         try:
             event = json.loads(decode_line(raw, self.path, self.lines_read))
         except ValueError:
+            if raw.startswith(b'{'):
+                return None
             event = None
         if not isinstance(event, dict) or 'event' not in event:
             raise InputError('%s: line %d is not an event of a training log'
                              % (self.path, self.lines_read))
         return event
+
+    def _warn_cut(self, numbers):
+        if numbers:
+            print('warning: %s: line%s %s cut short (an append interrupted by a full disk '
+                  'or a kill): skipped' % (self.path, 's' if len(numbers) > 1 else '',
+                                           ', '.join(map(str, numbers))), file=sys.stderr)

@@ -41,7 +41,7 @@ import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 
 import distributed
-from cli import CommandError, Interrupted
+from cli import CommandError, Interrupted, error_message
 from data_parallel import GradientExchange, compile_data_parallel
 from model_io import load_archive_extras, load_params
 from optimizers import training_functions
@@ -50,7 +50,7 @@ from run_lock import ModelLock
 from stop_requests import StopRequests, signal_name
 from training_log import TrainingLog
 from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
-                            resume_path, usable_resume_file)
+                            resume_path, usable_resume_file, with_suffix)
 
 
 class TrainingError(CommandError):
@@ -85,7 +85,7 @@ class Compiled(object):
         model file's values of them."""
         if reloading:
             print('Reloading model parameters')
-            params = load_params(options['saveto'], params)
+            params = load_params(options['saveto'], params, strict=True)
         self.tparams = init_tparams(params)
 
     def compile_optimizer(self, options, inputs, cost):
@@ -206,11 +206,27 @@ class TrainingLoop(object):
                 else:
                     reason = self._epoch()
             return self._finish(reason)
+        except Interrupted:
+            raise
+        except Exception as e:
+            self._record_error(e)
+            raise
         finally:
             self.requests.restore()
             self.log.close()
             if self.lock is not None:
                 self.lock.release()
+
+    def _record_error(self, error):
+        """An ``error`` event with the command's error line (unless the
+        error was recorded already: a NaN cost's ``stop``); a log that cannot
+        take it (a full disk) is left as it is."""
+        if getattr(error, 'recorded', False):
+            return
+        try:
+            self.log.write('error', self.state, message=error_message(error))
+        except (CommandError, OSError):
+            pass
 
     def _epoch(self):
         """Updates until the data ends (None) or the run stops (the reason)."""
@@ -244,10 +260,11 @@ class TrainingLoop(object):
         ud = time.time() - ud_start
         self.progress.add(prepared.sentences, prepared.words, cost)
         if not numpy.isfinite(cost):
-            message = ('NaN or Inf cost at update %d (epoch %d); the last checkpoint in %s '
-                       'is kept' % (self.state.uidx, self.state.epoch, opt['saveto']))
+            message = self._nan_message()
             self.log.write('stop', self.state, reason='nan_cost', message=message)
-            raise TrainingError(message)
+            error = TrainingError(message)
+            error.recorded = True
+            raise error
         if self.state.uidx % opt['dispFreq'] == 0:
             self._display(cost, ud)
         reason = self._agreed_reason(
@@ -256,6 +273,15 @@ class TrainingLoop(object):
         if self.state.uidx % opt['saveFreq'] == 0 or reason is not None:
             self._save(snapshot=self.state.uidx % opt['saveFreq'] == 0 and not opt['overwrite'])
         return reason
+
+    def _nan_message(self):
+        """The NaN cost's error: what is kept on disk, if anything."""
+        opt, state = self.options, self.state
+        text = 'NaN or Inf cost at update %d (epoch %d)' % (state.uidx, state.epoch)
+        if os.path.exists(opt['saveto']):
+            return '%s; the last checkpoint in %s is kept' % (text, opt['saveto'])
+        return ('%s, before the first checkpoint (--saveFreq %d): no model was saved'
+                % (text, opt['saveFreq']))
 
     def _agreed_reason(self, reason):
         """The reason to stop of every worker: the first one in rank order
@@ -445,11 +471,6 @@ class NoLog(object):
 
     def close(self):
         pass
-
-
-def with_suffix(saveto, suffix):
-    """model.npz -> model.SUFFIX.npz"""
-    return '%s.%s.npz' % (os.path.splitext(saveto)[0], suffix)
 
 
 class Progress(object):

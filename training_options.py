@@ -14,8 +14,9 @@ import os
 import sys
 from collections import OrderedDict
 
-from model_io import load_options
+from model_io import check_model_kind, load_options
 from text_io import InputError
+from training_state import resume_path
 
 # flags whose name is not the option's
 FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}
@@ -50,11 +51,12 @@ RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'di
 
 class OptionTable(object):
     """defaults: OrderedDict option -> default; choices: option -> the
-    values it takes; architecture: the options a reloaded model keeps."""
+    values it takes; architecture: the options a reloaded model keeps;
+    kind: the command's kind of model (model_io), that --reload checks."""
 
-    def __init__(self, defaults, choices, architecture):
+    def __init__(self, defaults, choices, architecture, kind):
         self.defaults, self.choices = defaults, choices
-        self.architecture = architecture
+        self.architecture, self.kind = architecture, kind
 
     def fill(self, given):
         """The defaults, updated with the options ``given``."""
@@ -101,9 +103,14 @@ class OptionTable(object):
         completes saved options."""
         model_options = copy.copy(options)
         reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
+        if options['reload_'] and not reloading:
+            check_nothing_to_resume(options['saveto'])
+            print('--reload: no model file %s yet: a new model starts' % options['saveto'])
         if not reloading:
             return model_options, False
-        saved = fill(load_options(options['saveto']))
+        saved = load_options(options['saveto'])
+        check_model_kind(options['saveto'], saved, self.kind)
+        saved = fill(saved)
         for key in self.architecture:
             if key in given and given[key] != saved[key]:
                 warn('--%s %s ignored: the reloaded model has %s'
@@ -117,6 +124,17 @@ class OptionTable(object):
             warn('--reload with training settings other than those of %s: %s'
                  % (options['saveto'], '; '.join(changed)))
         return model_options, True
+
+
+def check_nothing_to_resume(saveto):
+    """InputError when ``saveto`` is missing but its resume file is there:
+    --reload cannot resume it (the architecture is in the model's files),
+    and a new run would write over it."""
+    resume = resume_path(saveto)
+    if os.path.exists(resume):
+        raise InputError('%s: no such model file, but its resume file %s is there: '
+                         '--reload needs both (put the model file back; to start a new '
+                         'model, remove or move %s)' % (saveto, resume, resume))
 
 
 def warn(message):

@@ -91,6 +91,11 @@ def resume_path(saveto):
     return saveto + '.resume.npz'
 
 
+def with_suffix(saveto, suffix):
+    """model.npz -> model.SUFFIX.npz (the snapshots: iterN, best_bleu, current)"""
+    return '%s.%s.npz' % (os.path.splitext(saveto)[0], suffix)
+
+
 def save_model(path, params, history_errs, uidx, options):
     """A model file in the original format, with its options beside it."""
     atomic_savez(path, history_errs=numpy.array(history_errs), uidx=uidx, **params)

@@ -28,8 +28,8 @@ one process, as every batch is decoded alike wherever it is decoded.
 """
 import theano_env  # noqa: F401  (must come before theano)
 
+import contextlib
 import json
-import multiprocessing
 import os
 import sys
 from collections import namedtuple
@@ -46,6 +46,7 @@ import vocab
 from beam_search import batch_beam_search, length_sorted_batches, padded_batch, ranked
 from progress import ProgressLine
 from text_io import InputError, read_lines
+from worker_processes import WorkerPool
 
 DEFAULT_BATCH_SIZE = 16
 
@@ -161,14 +162,10 @@ class Translator(object):
         return [(idx, hyps) for (idx, _), hyps in zip(batch, beams)]
 
 
-def _worker(jobs, results, models, search):
+def _start_translator(models, search):
+    """A worker's translation function (its own samplers, one thread)."""
     theano_env.limit_threads(1)   # the workers share the cores
-    translator = Translator(models, search)
-    while True:
-        batch = jobs.get()
-        if batch is None:
-            return
-        results.put(translator.translate(batch))
+    return Translator(models, search).translate
 
 
 def translate_all(models, sources, search, n_process, world=distributed.SingleProcess()):
@@ -182,31 +179,10 @@ def translate_all(models, sources, search, n_process, world=distributed.SinglePr
         for batch in batches:
             yield translator.translate(batch)
         return
-    ctx = multiprocessing.get_context('fork')
-    jobs, results = ctx.Queue(), ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(jobs, results, models, search), daemon=True)
-               for _ in range(n_process)]
-    for w in workers:
-        w.start()
-    for batch in batches:
-        jobs.put(batch)
-    for _ in workers:
-        jobs.put(None)
-    try:
-        for _ in batches:
-            yield _next_result(results, workers)
-    finally:
-        for w in workers:
-            w.terminate()
-
-
-def _next_result(results, workers):
-    while True:
-        try:
-            return results.get(timeout=5)
-        except Exception:
-            if not any(w.is_alive() for w in workers):
-                raise RuntimeError('the translation workers died')
+    start = lambda: _start_translator(models, search)   # noqa: E731
+    with WorkerPool(start, n_process, 'translation') as pool:
+        for _, translated in pool.map_unordered(batches):
+            yield translated
 
 
 # --------------------------------------------------------------------------
@@ -345,20 +321,41 @@ def main(argv=None):
     return distributed.run(lambda: translate(args))
 
 
+def decode(models, sources, search, n_process, world):
+    """The hypotheses of every source (None where another MPI worker
+    decodes it), with a progress line."""
+    progress = ProgressLine(len(sources), 'translated', 'sentences')
+    results, done = [None] * len(sources), 0
+    batches = translate_all(models, sources, search, n_process, world)
+    with contextlib.closing(batches), progress_line_ended(progress):
+        for batch in batches:
+            for idx, hyps in batch:
+                results[idx] = hyps
+            done += len(batch)
+            progress.update(done)
+    progress.finish()
+    return results
+
+
+@contextlib.contextmanager
+def progress_line_ended(progress):
+    """The progress line ended when decoding stops early, so that the
+    command's last line (``interrupted: ...``, ``error: ...``) has its own."""
+    try:
+        yield
+    except BaseException:
+        if progress.last > progress.start:
+            progress.stream.write('\n')
+        raise
+
+
 def translate(args):
     """Translate args.source into args.saveto (and args.alignments)."""
     world = distributed.world()
     models, idict_trg, unk_dictionary, source_lines, sources = prepare(args, world)
     search = Search(args.k, args.maxlen, args.batch_size, args.suppress_unk,
                     bool(args.alignments or args.replace_unk))
-    progress = ProgressLine(len(sources), 'translated', 'sentences')
-    results, done = [None] * len(sources), 0
-    for batch in translate_all(models, sources, search, args.p, world):
-        for idx, hyps in batch:
-            results[idx] = hyps
-        done += len(batch)
-        progress.update(done)
-    progress.finish()
+    results = decode(models, sources, search, args.p, world)
     if world.size > 1:
         results = _merged(world.gather(results, 'the translations\' gather'))
         if not world.is_root:

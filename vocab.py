@@ -9,6 +9,8 @@ import re
 import numpy
 
 EOS, UNK = 0, 1
+# the words that may hold ids 0 and 1 (build_dictionary.py writes eos, UNK)
+EOS_WORDS, UNK_WORDS = ('eos', '<eos>', '</s>'), ('UNK', '<unk>', '<UNK>')
 
 # the separators of words: ASCII whitespace alone, as Python 2's str.split on
 # the original's byte strings (a no-break space or U+3000 stays in its word)
@@ -33,6 +35,20 @@ def sentence_ids(line, word_dict, n_words=-1):
     """Ids of a whitespace-tokenised sentence followed by eos, as the sampler
     takes a source sentence."""
     return words_to_ids(words(line), word_dict, n_words) + [EOS]
+
+
+def special_ids_warning(word_dict, path):
+    """One warning line when ordinary words hold ids 0 and 1, which the model
+    reads as the end of a sentence and an unknown word (a dictionary of
+    another tool, numbered from 0); None for a dictionary as
+    build_dictionary.py writes it."""
+    wrong = ['%d is %r' % (i, w) for w, i in word_dict.items()
+             if (i == EOS and w not in EOS_WORDS) or (i == UNK and w not in UNK_WORDS)]
+    if not wrong:
+        return None
+    return ('warning: %s: id %s, not eos and UNK: the model reads ids 0 and 1 as the end '
+            'of a sentence and an unknown word (build_dictionary.py numbers the words from '
+            '2)' % (path, ' and '.join(sorted(wrong))))
 
 
 def invert_dictionary(word_to_id):

@@ -51,6 +51,7 @@ from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 import cli
 import distributed
 import layers
+import model_io
 import nmt
 import vocab
 from build_dictionary import build_dictionary
@@ -62,7 +63,7 @@ from text_io import InputError
 from training_loop import Compiled, Prepared, TrainingLoop
 from training_options import OptionTable
 
-MODEL_KIND = 'language_model'   # options['model_kind'] of every language_model/lm.py model
+MODEL_KIND = model_io.LANGUAGE_MODEL   # options['model_kind'] of every language_model/lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS
 # the decoder's scorings whose query is not the source context
 SCORINGS = tuple(s for s in layers.SCORINGS if layers.QUERY_OF_SCORING[s] != 'ctx')
@@ -86,7 +87,7 @@ ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
                         'att_scoring', 'tie_embeddings', 'use_dropout', 'dictionary')
 OPTION_CHOICES = {'encoder': tuple(layers.RECURRENT), 'residual': RESIDUALS,
                   'att_scoring': SCORINGS, 'optimizer': tuple(sorted(OPTIMIZERS))}
-OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS)
+OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS, MODEL_KIND)
 RNN_PREFIX, ATT_PREFIX = 'lm', 'res_att'
 
 
@@ -318,13 +319,10 @@ def load_model(path):
     if not os.path.exists(path):
         raise InputError('%s: no such model file' % path)
     saved = load_options(path)
-    if saved.get('model_kind') != MODEL_KIND:
-        kind = ('a translation model (nmt.py)' if 'decoder' in saved
-                else 'a model of another kind (no model_kind in its options)')
-        raise InputError('%s: %s, not a language model of language_model/lm.py' % (path, kind))
+    model_io.check_model_kind(path, saved, MODEL_KIND)
     options = fill_options(saved)
     OPTIONS.check_choices(options)
-    return options, load_params(path, init_params(options))
+    return options, load_params(path, init_params(options), strict=True)
 
 
 def dictionary_path(options, model_path):
@@ -401,6 +399,7 @@ def complete_vocabulary(options, model_options, reloading):
         model_options['dictionary'] = _build_dictionary(options)
     options['dictionary'] = model_options['dictionary']
     word_dict = load_dictionary(model_options['dictionary'])
+    nmt.warn_special_ids(word_dict, model_options['dictionary'])
     if model_options['n_words'] <= 0:
         model_options['n_words'] = max(word_dict.values()) + 1
     elif len(word_dict) < model_options['n_words']:

@@ -47,7 +47,9 @@ Outputs in DIR: ``{train,dev,test}.bpe.{SRC,TRG}`` (model input),
 references for tokenised BLEU), the dictionaries, the truecase models, the
 BPE codes (and vocabularies), and ``preprocess.json`` (the settings, read by ``postprocess``).
 Every output is written under a temporary name and renamed only when all
-steps have succeeded.
+steps have succeeded.  Ctrl-C, SIGTERM or a ``--jobs`` worker that dies end
+the command within a second with one line (worker_processes.py), its
+staging folder removed.
 
 postprocess::
 
@@ -66,8 +68,9 @@ Bad input (a missing file, sides of a set with different line counts, text
 that is not UTF-8) prints one ``error: ...`` line naming the file (and line)
 and exits with status 1.
 """
+import contextlib
+import functools
 import io
-import multiprocessing
 import os
 import re
 import shutil
@@ -82,6 +85,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 import cli
 import model_io
 from text_io import InputError, iter_lines
+from worker_processes import WorkerPool
 
 PROGRESS_EVERY = 100000
 SETS = ('train', 'dev', 'test')
@@ -255,24 +259,14 @@ def tokenizer_options(args):
                 aggressive_dash_splits=args.aggressive_dash_splits)
 
 
-def _tokenize_worker_init(lang, options):
-    global _WORKER_TOKENIZER
-    _WORKER_TOKENIZER = Tokenizer(lang, **options)
-
-
-def _tokenize_worker(line):
-    return _WORKER_TOKENIZER(line)
-
-
 def map_file(fn, src, dst, label, pool=None, on_line=None):
     """Write ``fn(line)`` for each line of ``src`` to ``dst``; progress on
-    stderr every PROGRESS_EVERY lines.  ``pool`` (multiprocessing) is used
-    for tokenisation with several jobs."""
+    stderr every PROGRESS_EVERY lines.  ``pool`` (a WorkerPool whose
+    workers apply ``fn``) is used for tokenisation with several jobs."""
     start = time.time()
     n = 0
     lines = iter_lines(src)
-    results = (pool.imap(_tokenize_worker, lines, chunksize=2000) if pool
-               else map(fn, lines))
+    results = pool.imap(lines, chunksize=2000) if pool else map(fn, lines)
     with open(dst, 'w', encoding='utf-8', newline='\n') as out:
         for n, result in enumerate(results, 1):
             out.write(result + '\n')
@@ -347,7 +341,8 @@ def prepare_sets(args, paths, keep_tok):
     os.makedirs(args.out, exist_ok=True)
     stage = tempfile.mkdtemp(prefix='.preprocess-', dir=args.out)
     try:
-        outputs = _prepare_in(stage, args, paths, counts, langs, keep_tok)
+        with cli.sigterm_interrupts():    # SIGTERM too removes the stage
+            outputs = _prepare_in(stage, args, paths, counts, langs, keep_tok)
         # everything succeeded: give the outputs their final names
         for name in outputs:
             os.replace(os.path.join(stage, name), os.path.join(args.out, name))
@@ -363,21 +358,15 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
     outputs = []
     # 1. tokenise
     for lang in langs:
-        tokenizer = Tokenizer(lang, **tokenizer_options(args))
-        pool = None
-        if args.jobs > 1:
-            pool = multiprocessing.Pool(args.jobs, _tokenize_worker_init,
-                                        (lang, tokenizer_options(args)))
-        try:
+        start = functools.partial(Tokenizer, lang, **tokenizer_options(args))
+        tokenizer = start()
+        with (WorkerPool(start, args.jobs, 'tokenisation') if args.jobs > 1
+              else contextlib.nullcontext()) as pool:
             for name in paths:
                 _progress('tokenising %s (%d lines)' % (paths[name][lang],
                                                         counts[name]))
                 map_file(tokenizer, paths[name][lang], tmp('%s.rawtok.%s' % (name, lang)),
                          'tokenise %s.%s' % (name, lang), pool)
-        finally:
-            if pool is not None:
-                pool.close()
-                pool.join()
 
     # 2. truecase (not Chinese, not lowercased text); count the training words for BPE
     word_counts = {}

@@ -5,6 +5,7 @@ second real process on the same model.  Each test checks the message (one
 line, no traceback), the exit status and the files left.
 
 The programs compile with Theano's quick optimiser (tiny_runs.QUICK_ENV)."""
+import json
 import os
 import shutil
 import signal
@@ -15,11 +16,16 @@ import time
 import numpy
 import pytest
 
-from tiny_runs import (NMT, PY, ROOT, TRAIN_FLAGS, log_events, make_corpus, run,
-                       start_training, wait_for_event)
+import model_io
+import training_log
+
+from tiny_runs import (NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus,
+                       run, start_training, wait_for_event)
 
 BUILD_DICTIONARY = os.path.join(ROOT, 'build_dictionary.py')
 TRANSLATE = os.path.join(ROOT, 'translate.py')
+SCORE = os.path.join(ROOT, 'score.py')
+LM = os.path.join(ROOT, 'language_model', 'lm.py')
 CHECKPOINT = ('', '.pkl', '.json', '.resume.npz')
 
 
@@ -139,6 +145,8 @@ def test_disk_full_while_saving(trained, small_fs):
     assert line == ('error: %s/m.npz.resume.npz: cannot write: No space left on device; '
                     'the files already on disk are whole: --reload continues from the '
                     'newest checkpoint among them' % fs)
+    error = log_events(os.path.join(fs, 'm.npz.log.jsonl'))[-1]   # the log's block had room
+    assert error['event'] == 'error' and error['message'] == line[len('error: '):]
     after, changing = snapshot(fs), ('m.npz.log.jsonl', 'm.npz.lock')
     assert temporaries(fs) == []
     assert {k: v for k, v in after.items() if k not in changing} == \
@@ -370,3 +378,122 @@ def test_kill_during_a_save_then_sigint(corpus):
     last = (corpus / 'k.npz.out').read_text().strip().split('\n')[-1]
     assert last.startswith('interrupted: SIGINT at update ')
     assert log_events(log)[-1]['reason'] == 'signal'
+
+
+def test_kill_during_a_snapshot(corpus):
+    """kill -9 while a snapshot (MODEL.iterN.npz, a model-sized file) is
+    written: the next run removes its temporary file."""
+    folder = str(corpus)
+    flags = [f for f in TRAIN_FLAGS if f != '--overwrite']
+    with open(os.path.join(folder, 'snap.out'), 'w') as out:
+        proc = subprocess.Popen([PY, NMT, '--model', 'snap.npz', '--finish_after', '1000000',
+                                 '--saveFreq', '1'] + flags, cwd=folder, stdout=out,
+                                stderr=subprocess.STDOUT, env=QUICK_ENV)
+    wait_for_event(proc, str(corpus / 'snap.npz.log.jsonl'), 'checkpoint', min_uidx=2)
+    deadline = time.time() + 60
+    while not snapshot_temporaries(folder) and time.time() < deadline:
+        pass
+    proc.kill()
+    proc.wait()
+    assert snapshot_temporaries(folder), 'the kill did not land during a snapshot'
+    train(corpus, 'snap.npz', '--reload', '--finish_after', '1')   # trained already
+    assert snapshot_temporaries(folder) == [] and temporaries(folder) == []
+
+
+def snapshot_temporaries(folder):
+    return [n for n in temporaries(folder) if n.startswith('.snap.iter')]
+
+
+# ---------------------------------------------------------------- models, logs
+def test_model_of_the_wrong_kind_or_with_other_parameters(trained):
+    """A language model given to translate.py, score.py and nmt.py --reload,
+    and a translation model whose options name another decoder: one line
+    naming the file, before any work, no output."""
+    run([LM, 'train', '--model', 'lm.npz', '--data', 'train.trg', '--finish_after', '1',
+         '--dim_word', '4', '--dim', '5', '--batch_size', '2'], cwd=trained)
+    copy_model(trained, 'base.npz', 'other.npz')
+    options = model_io.load_options(str(trained / 'other.npz'))
+    options.update(decoder='gru_cond_residual', residual='attentive')
+    model_io.save_options(options, str(trained / 'other.npz'))
+    expected = {
+        'lm.npz': 'error: lm.npz: a language model of language_model/lm.py, not a '
+                  'translation model (nmt.py)',
+        'other.npz': 'error: other.npz: the model file does not match its options: 3 of '
+                     'its 44 parameters are not in the file (cond_att_W_prev, '
+                     'cond_att_b_prev, cond_att_V_prev)'}
+    for model, message in expected.items():
+        for command in ([TRANSLATE, '-p', '2', model, 'train.src.pkl', 'train.trg.json',
+                         'valid.src', 'wrong.out'],
+                        [SCORE, '-m', model, '-s', 'valid.src', '-t', 'valid.trg', '-o',
+                         'wrong.out', '-d', 'train.src.pkl', 'train.trg.json'],
+                        [NMT, '--model', model, '--reload'] + TRAIN_FLAGS):
+            proc = run(command, cwd=trained, check=False)
+            assert proc.returncode == 1 and 'Building optimizer' not in proc.stdout
+            assert one_error_line(proc) == message
+            assert proc.stderr.strip() == message    # no warning before it
+            assert not (trained / 'wrong.out').exists()
+
+
+def test_reload_with_a_resume_file_but_no_model(trained):
+    """--reload finds a resume file whose model file is gone: one line, and
+    the resume file is not written over by a new run."""
+    shutil.copy(str(trained / 'base.npz.resume.npz'), str(trained / 'orphan.npz.resume.npz'))
+    before = (trained / 'orphan.npz.resume.npz').read_bytes()
+    proc = train(trained, 'orphan.npz', '--reload', check=False)
+    assert proc.returncode == 1 and 'Building model' not in proc.stdout
+    assert one_error_line(proc) == (
+        'error: orphan.npz: no such model file, but its resume file orphan.npz.resume.npz '
+        'is there: --reload needs both (put the model file back; to start a new model, '
+        'remove or move orphan.npz.resume.npz)')
+    assert (trained / 'orphan.npz.resume.npz').read_bytes() == before
+
+
+def test_diverging_run_with_a_dictionary_from_another_tool(corpus):
+    """A target dictionary numbered from 0 warns at start; a run that
+    diverges before its first checkpoint says that nothing was saved (and
+    --reload without a model file, that a new model starts)."""
+    words = ['x', 'y', 'z', 'w', 'v', 'eos', 'UNK']
+    (corpus / 'zero.json').write_text(json.dumps({w: i for i, w in enumerate(words)}))
+    flags = [{'train.trg.json': 'zero.json', 'adadelta': 'sgd'}.get(f, f) for f in TRAIN_FLAGS]
+    proc = run([NMT, '--model', 'diverge.npz', '--reload', '--lrate', '1e30',
+                '--saveFreq', '1000'] + flags, cwd=corpus, check=False)
+    assert proc.returncode == 1
+    assert '--reload: no model file diverge.npz yet: a new model starts' in proc.stdout
+    lines = proc.stderr.strip().split('\n')
+    assert lines[0] == ("warning: zero.json: id 0 is 'x' and 1 is 'y', not eos and UNK: the "
+                        "model reads ids 0 and 1 as the end of a sentence and an unknown word "
+                        "(build_dictionary.py numbers the words from 2)")
+    line = one_error_line(proc)
+    assert line.startswith('error: NaN or Inf cost at update ')
+    assert line.endswith(', before the first checkpoint (--saveFreq 1000): no model was saved')
+    assert not (corpus / 'diverge.npz').exists()
+
+
+def test_log_line_cut_by_a_full_disk(trained, small_fs, capsys):
+    """The disk fills in the middle of a line of the training log: the run
+    stops with one line; the next run starts on a new line, and the log
+    reads, the cut line skipped with one warning."""
+    fs = small_fs.path
+    copy_model(trained, 'base.npz', os.path.join(fs, 'm.npz'))
+    log = os.path.join(fs, 'm.npz.log.jsonl')
+    shutil.copy(str(trained / 'base.npz.log.jsonl'), log)
+    with open(log, 'a') as f:    # an event that leaves 40 bytes in the log's last block
+        pad = 4096 - os.path.getsize(log) % 4096 - 40 - len('{"event": "note", "text": ""}\n')
+        f.write(json.dumps({'event': 'note', 'text': 'x' * pad}) + '\n')
+    with open(os.path.join(fs, 'm.npz.lock'), 'w') as f:
+        f.write('4242\n')
+    small_fs.fill()
+    whole = len(log_events(log))
+    proc = train(trained, os.path.join(fs, 'm.npz'), '--reload', '--finish_after', '6',
+                 check=False)
+    assert proc.returncode == 1
+    assert one_error_line(proc) == 'error: %s: cannot write: the disk is full' % log
+    assert not open(log, 'rb').read().endswith(b'\n')       # the start event, cut
+    os.remove(os.path.join(fs, 'filler'))
+    train(trained, os.path.join(fs, 'm.npz'), '--reload', '--finish_after', '6')
+    events = training_log.read_training_log(log)
+    assert [e['event'] for e in events[whole:]][:1] == ['start']
+    assert events[-1]['event'] == 'end' and len(events) > whole
+    assert capsys.readouterr().err == (
+        'warning: %s: line %d cut short (an append interrupted by a full disk or a kill): '
+        'skipped\n' % (log, whole + 1))
