@@ -93,8 +93,11 @@ def test_results_gathered(tmp_path):
     data.mkdir()
     refs = ['ein mann fährt rad', 'zwei hunde spielen im schnee', 'eine frau kocht',
             'ein kind schläft']
+    sources = ['a man rides a bike', 'two dogs play in the snow', 'a woman cooks',
+               'a child sleeps']
     for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
         (data / (test_set + '.tok.de')).write_text('\n'.join(refs) + '\n')
+        (data / (test_set + '.tok.en')).write_text('\n'.join(sources) + '\n')
     worse = ['ein mann rad', 'zwei hunde im schnee', 'eine frau', 'ein kind']
     for seed in (1, 2):
         fake_run(runs, data, 'baseline', seed, worse, 30. + seed)
@@ -119,3 +122,7 @@ def test_results_gathered(tmp_path):
     assert '31.50 ± 0.71' in rows['baseline'] and '35.50 ± 0.71' in rows['attentive']
     p_values = rows['attentive'].rstrip(' |').split(' | ')[-1].split(', ')
     assert len(p_values) == 3 and all(0. <= float(p) < 0.05 for p in p_values)
+    # test2016 by source length: every sentence has 1-10 words; seeds 1 and 2 pooled
+    cells = rows['1-10'].rstrip(' |').split(' | ')
+    assert cells[1] == '8' and float(cells[2]) < 100. and cells[3] == '100.00'
+    assert (out / 'by_length.png').stat().st_size > 0
