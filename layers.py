@@ -57,7 +57,8 @@ def _placeholder(shape):
 # (docs/training.md#initialisation), chosen by weight_scale(SCHEME):
 # 'dl4mt', the original's, 0.01 * N(0, 1); 'glorot' (Glorot and Bengio 2010,
 # as Marian initialises its GRUs), uniform in +-sqrt(6 / (nin + nout)), whose
-# variance 2 / (nin + nout) keeps a layer's outputs at its inputs' scale.
+# variance 2 / (nin + nout) keeps a layer's outputs at its inputs' scale, and
+# the word matrices at variance 1 / dim_word (word_matrix).
 # Square matrices are orthogonal under both.
 WEIGHT_SCALES = ('glorot', 'dl4mt')
 _WEIGHT_SCALE = ['dl4mt']
@@ -99,6 +100,21 @@ def norm_weight(nin, nout=None, scale=0.01, ortho=True):
         limit = numpy.sqrt(6. / (nin + nout))
         return numpy.random.uniform(-limit, limit, (nin, nout)).astype('float32')
     return (scale * numpy.random.randn(nin, nout)).astype('float32')
+
+
+def word_matrix(nin, nout, dim_word):
+    """A matrix with a row or a column per word (the embeddings, the output
+    layer's weights).  Under 'glorot': uniform in +-sqrt(3 / dim_word), a
+    variance of 1 / dim_word whatever the vocabulary (as Marian starts its
+    embeddings and output layer), where Glorot's fan would count the
+    vocabulary and shrink them several times (docs/training.md#initialisation);
+    under 'dl4mt': the original's 0.01 * N(0, 1)."""
+    if _WEIGHT_SCALE[-1] != 'glorot':
+        return norm_weight(nin, nout)
+    if _SHAPES_ONLY:
+        return _placeholder((nin, nout))
+    limit = numpy.sqrt(3. / dim_word)
+    return numpy.random.uniform(-limit, limit, (nin, nout)).astype('float32')
 
 
 def zeros(n):

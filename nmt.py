@@ -131,8 +131,8 @@ def init_params(options):
 def _init_params(options):
     params = OrderedDict()
     dw, dim, ctxdim = options['dim_word'], options['dim'], 2 * options['dim']
-    params['Wemb'] = layers.norm_weight(options['n_words_src'], dw)
-    params['Wemb_dec'] = layers.norm_weight(options['n_words'], dw)
+    params['Wemb'] = layers.word_matrix(options['n_words_src'], dw, dw)
+    params['Wemb_dec'] = layers.word_matrix(options['n_words'], dw, dw)
     enc_init = get_layer(options['encoder'])[0]
     params = enc_init(options, params, prefix='encoder', nin=dw, dim=dim)
     params = enc_init(options, params, prefix='encoder_r', nin=dw, dim=dim)
@@ -143,7 +143,8 @@ def _init_params(options):
     params = ff_init(options, params, prefix='ff_logit_lstm', nin=dim, nout=dw, ortho=False)
     params = ff_init(options, params, prefix='ff_logit_prev', nin=dw, nout=dw, ortho=False)
     params = ff_init(options, params, prefix='ff_logit_ctx', nin=ctxdim, nout=dw, ortho=False)
-    params = ff_init(options, params, prefix='ff_logit', nin=dw, nout=options['n_words'])
+    params['ff_logit_W'] = layers.word_matrix(dw, options['n_words'], dw)
+    params['ff_logit_b'] = layers.zeros(options['n_words'])
     return params
 
 

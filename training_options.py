@@ -33,8 +33,9 @@ SWITCH_HELP = {'reload_': 'resume from MODEL (parameters, optimizer, counters, d
                                     'used)'}
 # what a value option does (the others' help is their default alone)
 VALUE_HELP = {
-    'init': 'initial parameters: glorot (rectangular matrices Glorot-uniform) or '
-            'dl4mt (0.01 * N(0,1), the original\'s), square ones orthogonal in both; '
+    'init': 'initial parameters: glorot (rectangular matrices Glorot-uniform, the '
+            'embeddings and output weights uniform in +-sqrt(3/dim_word) as Marian\'s) '
+            'or dl4mt (0.01 * N(0,1), the original\'s), square ones orthogonal in both; '
             '+unigram: the output bias starts at the log word frequencies of the '
             'training targets (zeros without it); dl4mt is exactly the original '
             'code\'s (docs/training.md#initialisation)',

@@ -126,18 +126,21 @@ def test_init_params_initialisation(nmt_module):
 
 def test_init_params_glorot(nmt_module):
     """--init glorot (the default): the rectangular matrices are uniform in
-    +-sqrt(6 / (nin + nout)), the square ones orthogonal as the original's,
+    +-sqrt(6 / (nin + nout)), the word matrices (embeddings, output weights)
+    in +-sqrt(3 / dim_word), the square ones orthogonal as the original's,
     the biases zero; the same parameters and shapes as --init dl4mt."""
     base = dict(dim_word=8, dim=16, n_words_src=300, n_words=200)
     np.random.seed(3)
     p = nmt_module.init_params(nmt_module.fill_options(dict(base, init='glorot')))
     original = nmt_module.init_params(nmt_module.fill_options(dict(base, init='dl4mt')))
     assert [(k, v.shape) for k, v in p.items()] == [(k, v.shape) for k, v in original.items()]
-    for k, (nin, nout) in (('Wemb', (300, 8)), ('ff_logit_W', (8, 200)),
-                           ('ff_logit_ctx_W', (32, 8)), ('decoder_Wcx', (32, 16))):
-        limit = np.sqrt(6. / (nin + nout))
+    limits = [(k, np.sqrt(6. / (nin + nout))) for k, (nin, nout) in
+              (('ff_logit_ctx_W', (32, 8)), ('decoder_Wcx', (32, 16)))]
+    limits += [(k, np.sqrt(3. / 8)) for k in ('Wemb', 'Wemb_dec', 'ff_logit_W')]
+    for k, limit in limits:
         assert np.abs(p[k]).max() <= limit and np.abs(p[k]).max() > 0.9 * limit, k
         assert p[k].std() == pytest.approx(limit / np.sqrt(3.), rel=0.15), k
+    assert original['Wemb'].std() == pytest.approx(0.01, rel=0.15)
     assert _is_orthogonal(p['decoder_Ux']) and _is_orthogonal(p['encoder_U'][:, :16])
     assert not p['ff_logit_b'].any() and not p['decoder_b_att'].any()
 
