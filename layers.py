@@ -94,12 +94,18 @@ def norm_weight(nin, nout=None, scale=0.01, ortho=True):
         nout = nin
     if nout == nin and ortho:
         return ortho_weight(nin)
+    if _WEIGHT_SCALE[-1] == 'glorot':
+        return _uniform((nin, nout), numpy.sqrt(6. / (nin + nout)))
     if _SHAPES_ONLY:
         return _placeholder((nin, nout))
-    if _WEIGHT_SCALE[-1] == 'glorot':
-        limit = numpy.sqrt(6. / (nin + nout))
-        return numpy.random.uniform(-limit, limit, (nin, nout)).astype('float32')
     return (scale * numpy.random.randn(nin, nout)).astype('float32')
+
+
+def _uniform(shape, limit):
+    """float32 uniform in +-limit."""
+    if _SHAPES_ONLY:
+        return _placeholder(shape)
+    return numpy.random.uniform(-limit, limit, shape).astype('float32')
 
 
 def word_matrix(nin, nout, dim_word):
@@ -111,10 +117,7 @@ def word_matrix(nin, nout, dim_word):
     under 'dl4mt': the original's 0.01 * N(0, 1)."""
     if _WEIGHT_SCALE[-1] != 'glorot':
         return norm_weight(nin, nout)
-    if _SHAPES_ONLY:
-        return _placeholder((nin, nout))
-    limit = numpy.sqrt(3. / dim_word)
-    return numpy.random.uniform(-limit, limit, (nin, nout)).astype('float32')
+    return _uniform((nin, nout), numpy.sqrt(3. / dim_word))
 
 
 def zeros(n):
