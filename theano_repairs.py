@@ -205,6 +205,26 @@ def _opencl_kernel_code(elemwise):
     elemwise.GpuElemwise._generate_op_string = generate_op_string
 
 
+def _whole_key_files(cmodule):
+    """KeyData.save_pkl writes a partial file beside key.pkl, then renames it
+    over key.pkl (one step on POSIX): a reader sees the old file or the new."""
+    pickle = cmodule.pickle
+
+    def save_pkl(self):
+        partial = "%s.partial-%d" % (self.key_pkl, os.getpid())
+        try:
+            with open(partial, "wb") as f:
+                pickle.dump(self, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(partial, self.key_pkl)
+        except BaseException as error:
+            if os.path.exists(partial):
+                os.remove(partial)
+            if isinstance(error, pickle.PicklingError):
+                cmodule._logger.warning(f"Cache leak due to unpickle-able key data {self.keys}")
+            raise
+    cmodule.KeyData.save_pkl = save_pkl
+
+
 # HideC's hooks other than c_code, whose MethodNotDefined makes an op run
 # its Python code
 HIDDEN_HOOKS = ("c_code_cleanup", "c_headers", "c_header_dirs", "c_libraries",
@@ -475,6 +495,20 @@ REPAIRS = [
         "make a model's functions with pocl.  The Python kernel is made when "
         "the Python code first runs.",
         _lazy_reduction_kernels),
+    AfterImport(
+        "whole_key_files", "theano.link.c.cmodule",
+        "Every process that starts Theano reads the key.pkl of every module "
+        "in the compile cache without taking the compile lock, and deletes "
+        "the folder of one it cannot read to the end (EOFError: 'broken "
+        "cache directory').  Theano writes key.pkl in place, so a process "
+        "that starts while another saves a freshly compiled module deletes "
+        "that module: the other then logs 'Removing key file ... because "
+        "the corresponding module is gone', an optimisation fails or a "
+        "training stops.  Seen when many processes compile at once (the test "
+        "suite on two cores, the two workers of an mpirun).  The key is "
+        "written to a partial file and renamed over key.pkl: a reader finds "
+        "no key yet (and leaves the folder alone) or the whole key.",
+        _whole_key_files),
     AfterImport(
         "exact_integer_max_min", "theano.scalar.basic",
         "The C code of maximum and minimum keeps a third branch, nan(\"\"), "

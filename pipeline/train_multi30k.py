@@ -50,6 +50,7 @@ import cli
 from model_io import load_json, write_json, write_text
 from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, parse_with_extra, run
 from text_io import InputError, read_lines
+from training_log import read_training_log
 
 SRC, TRG = 'en', 'de'
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
@@ -183,10 +184,22 @@ def score_test_set(args, data, test_set, bpe_lines):
     return scores
 
 
-def validation_summary(log_path):
+def training_parts(events):
+    """One {'from_update', 'to_update', 'seconds'} per training process of the
+    log (a run resumed with --reload has several): from its 'start' event to its
+    last event, so the compile before training is not counted."""
+    parts = []
+    for event in events:
+        if event['event'] == 'start':
+            parts.append({'from_update': event['uidx'], 'start': event['time']})
+        if parts:
+            parts[-1].update(to_update=event['uidx'],
+                             seconds=round(event['time'] - parts[-1]['start'], 1))
+    return [{k: v for k, v in part.items() if k != 'start'} for part in parts]
+
+
+def validation_summary(events):
     """(updates, best validation BLEU, best validation cost) from the training log."""
-    from training_log import read_training_log
-    events = read_training_log(log_path)
     bleus = [e['bleu'] for e in events if e['event'] == 'bleu']
     costs = [e['cost'] for e in events if e['event'] == 'validation']
     return (max([e['uidx'] for e in events] or [0]), max(bleus) if bleus else None,
@@ -220,9 +233,8 @@ def train_and_score(args):
             os.environ[var] = str(args.threads)
     os.makedirs(args.model_dir, exist_ok=True)
     write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
-    start = time.time()
     run(cmd)
-    train_seconds = time.time() - start
+    trained = time.time()
     model = selected_model(args)
     translations = translate_test_sets(args, data, model)
     tests = {}
@@ -231,11 +243,16 @@ def train_and_score(args):
         print('%s: BLEU %.2f (tokenised, lowercased); sacreBLEU %s (lowercased)'
               % (test_set, tests[test_set]['bleu_tok_lc'],
                  tests[test_set].get('sacrebleu_lc', 'n/a')))
-    updates, best_bleu, best_cost = validation_summary(model_path(args) + '.log.jsonl')
+    events = read_training_log(model_path(args) + '.log.jsonl')
+    updates, best_bleu, best_cost = validation_summary(events)
+    parts = training_parts(events)
     result = {'decoder': args.decoder, 'seed': args.seed, 'command': _q(cmd),
               'commit': commit(), 'threads': args.threads, 'updates': updates,
-              'train_wall_seconds': round(train_seconds, 1),
-              'total_wall_seconds': round(time.time() - start, 1),
+              'train_wall_seconds': round(sum(p['seconds'] for p in parts), 1),
+              'training_parts': parts,
+              # training plus translating and scoring the test sets
+              'total_wall_seconds': round(sum(p['seconds'] for p in parts)
+                                          + time.time() - trained, 1),
               'best_valid_bleu': best_bleu, 'best_valid_cost': best_cost,
               'selected_model': os.path.basename(model), 'test_beam': (
                   TINY_TEST_BEAM if args.tiny else TEST_BEAM), 'test': tests}

@@ -83,6 +83,34 @@ def expect_close(got, want, rtol=1e-5):
         (got, want)
 
 
+def probe_whole_key_files():
+    """While the compile cache saves a module's key, a process that starts
+    and reads the cache (without the lock) finds no key file or the whole one,
+    never a part (which it would take as broken and delete the module)."""
+    import pickle
+    from theano.link.c import cmodule
+    folder = tempfile.mkdtemp()
+    key_pkl = os.path.join(folder, 'key.pkl')
+    seen_while_saving = []
+
+    class Reader(object):
+        """Pickled within the key: looks at key.pkl mid-write."""
+        def __reduce__(self):
+            seen_while_saving.append(os.path.exists(key_pkl))
+            return (str, ('reader',))
+    try:
+        data = cmodule.KeyData({((1,), Reader())}, 'hash', key_pkl,
+                               os.path.join(folder, 'mod.so'))
+        data.save_pkl()
+        assert seen_while_saving == [False], \
+            'a process starting now would read a half-written key.pkl'
+        with open(key_pkl, 'rb') as f:
+            assert pickle.load(f).keys == {((1,), 'reader')}
+        assert os.listdir(folder) == ['key.pkl']
+    finally:
+        shutil.rmtree(folder)
+
+
 def probe_elemwise():
     """Element-wise operations fused into one kernel, constants inside."""
     x, y = tensor.matrix('x'), tensor.matrix('y')

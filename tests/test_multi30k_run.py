@@ -40,6 +40,10 @@ def test_tiny_run_of_each_decoder(prepared, tmp_path, decoder):
     assert result['decoder'] == decoder and result['seed'] == 3
     assert result['updates'] == 8 and result['selected_model'] == 'model.best_bleu.npz'
     assert '--seed 3' in result['command'] and '--use_dropout' not in result['command']
+    [part] = result['training_parts']
+    assert (part['from_update'], part['to_update']) == (0, 8)
+    assert result['train_wall_seconds'] == part['seconds'] > 0
+    assert result['total_wall_seconds'] > result['train_wall_seconds']
     for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
         scores = result['test'][test_set]
         assert 0. <= scores['bleu_tok_lc'] <= 100. and 0. <= scores['sacrebleu_lc'] <= 100.
@@ -126,3 +130,18 @@ def test_results_gathered(tmp_path):
     cells = rows['1-10'].rstrip(' |').split(' | ')
     assert cells[1] == '8' and float(cells[2]) < 100. and cells[3] == '100.00'
     assert (out / 'by_length.png').stat().st_size > 0
+
+
+def test_training_parts_of_a_resumed_run():
+    """A run resumed with --reload: one part per training process, each from
+    its start event to its last event."""
+    from pipeline.train_multi30k import training_parts
+    events = [{'event': 'start', 'uidx': 0, 'time': 100.0},
+              {'event': 'update', 'uidx': 50, 'time': 160.0},
+              {'event': 'stop', 'uidx': 70, 'time': 190.5},
+              {'event': 'start', 'uidx': 70, 'time': 1000.0},
+              {'event': 'update', 'uidx': 100, 'time': 1040.0},
+              {'event': 'end', 'uidx': 120, 'time': 1075.0}]
+    assert training_parts(events) == [
+        {'from_update': 0, 'to_update': 70, 'seconds': 90.5},
+        {'from_update': 70, 'to_update': 120, 'seconds': 75.0}]
