@@ -40,8 +40,6 @@ log the failure and quietly run on the CPU.  Theano itself is never imported
 here.
 """
 import glob
-import importlib.abc
-import importlib.util
 import logging
 import os
 import sys
@@ -319,28 +317,6 @@ def _check_gpu_active(theano_module):
               % (_GpuLog.reason or "theano.gpuarray was not initialised"))
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a function on a module once its code has executed."""
-
-    def __init__(self, name, after):
-        self.name, self.after = name, after
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then(module):
-            exec_module(module)
-            self.after(module)
-        spec.loader.exec_module = exec_then
-        return spec
-
-
 # pocl's kernel cache breaks when processes build into it at once (pocl
 # issue 1480: builds fail at random, "Could not initialize elemwise support"
 # here).  Each OpenCL process takes the first free numbered cache of its own,
@@ -382,7 +358,7 @@ def _prepare_gpu():
     if gpu_kind() == "opencl":
         _take_pocl_cache_slot()
     logging.getLogger("theano.gpuarray").addHandler(_GpuLog())
-    sys.meta_path.insert(0, _AfterImport("theano", _check_gpu_active))
+    theano_repairs.call_after_import("theano", _check_gpu_active)
 
 
 if "theano" not in sys.modules:

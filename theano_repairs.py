@@ -8,12 +8,17 @@ entry point imports before Theano) registers an import hook, and each repair
 acts when Theano imports the module it repairs.  The installed files are
 never changed.  Three kinds:
 
-* ``SourceEdit``: exact text replaced in the module's source before the
-  module runs.  Each edit must find its text as many times as it says (or
-  find the text it writes, for a file an earlier release of this project
-  changed in place); otherwise ``import theano`` stops with ``RepairError``,
-  naming the repair and the file: a different Theano is never repaired on
-  assumptions.
+* ``SourceEdit``: exact texts replaced in the module's source before the
+  module runs.  Each edit must find every one of its texts in the source as
+  Theano installed it, as many times as it says, before it replaces any;
+  otherwise ``import theano`` stops with ``RepairError``, naming the repair
+  and the file: a different Theano is never repaired on assumptions.  There
+  is no "already repaired" case: a file changed in place (by hand, or by
+  this project's releases before the repairs, whose gpu/theano_gpu_fix.py
+  edited the installed files) stops the import the same way, and the error
+  says how to reinstall the package.  The module runs from the edited
+  source, which its loader serves to tracebacks, pdb and ``inspect``: they
+  show the lines that run.
 * ``AfterImport``: a function applied to the module once it has run.
 * ``Absent``: a module whose import must fail with ImportError.
 
@@ -23,6 +28,7 @@ tests use it, to show that each repair is needed (tests/test_theano_repairs.py).
 import hashlib
 import importlib.abc
 import importlib.util
+import linecache
 import os
 import re
 import sys
@@ -53,15 +59,19 @@ class SourceEdit(Repair):
         self.replacements = [r if len(r) == 3 else r + (1,) for r in replacements]
 
     def edit(self, source, path):
-        for old, new, count in self.replacements:
+        """The source with every replacement made; each text is counted in
+        the source as given, before any replacement."""
+        for number, (old, new, count) in enumerate(self.replacements, 1):
             found = source.count(old)
-            if found == count:
-                source = source.replace(old, new)
-            elif not (found == 0 and new in source):  # else: repaired in the file
+            if found != count:
                 raise RepairError(
-                    "theano_repairs: repair %r expects its text %d time(s) in %s, found %d:"
-                    " this is not theano-pymc 1.1.2 as the project knows it"
-                    % (self.name, count, path, found))
+                    "theano_repairs: repair %r expects its text %d of %d %d time(s) in %s, "
+                    "found %d: this is not theano-pymc 1.1.2 as the project knows it (a "
+                    "copy changed in place? reinstall it: pip install --force-reinstall "
+                    "--no-deps theano-pymc==1.1.2)"
+                    % (self.name, number, len(self.replacements), count, path, found))
+        for old, new, count in self.replacements:
+            source = source.replace(old, new)
         return source
 
 
@@ -570,12 +580,24 @@ class _RepairingLoader(importlib.abc.Loader):
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
+    def __getattr__(self, name):   # get_filename, is_package, ...: the file's loader's
+        return getattr(self.loader, name)
+
+    def get_source(self, fullname):
+        """The module's source as it runs: with its edits."""
+        source = self.loader.get_source(fullname)
+        path = self.loader.get_filename(fullname)
+        for edit in self.edits:
+            source = edit.edit(source, path)
+        return source
+
     def exec_module(self, module):
         if self.edits:
             path = self.loader.get_filename(module.__name__)
-            source = self.loader.get_source(module.__name__)
-            for edit in self.edits:
-                source = edit.edit(source, path)
+            source = self.get_source(module.__name__)
+            # tracebacks read their lines from linecache: the edited ones (an
+            # entry without a modification time is never reread from the file)
+            linecache.cache[path] = (len(source), None, source.splitlines(True), path)
             exec(compile(source, path, "exec"), module.__dict__)
         else:
             self.loader.exec_module(module)
@@ -619,3 +641,14 @@ def install():
         if isinstance(r, Absent):
             sys.modules.setdefault(r.module, None)
     sys.meta_path.insert(0, _Finder([r for r in repairs if not isinstance(r, Absent)]))
+
+
+def call_after_import(module, function):
+    """Call ``function(module)`` once ``module`` has run, through the repairs'
+    import hook, the project's only one (theano_env: the check that the GPU
+    back-end came up).  After install()."""
+    finder = next((f for f in sys.meta_path if isinstance(f, _Finder)), None)
+    if finder is None:
+        raise RepairError("theano_repairs: install() comes before call_after_import()")
+    finder.by_module.setdefault(module, []).append(
+        AfterImport(function.__name__, module, function.__doc__ or "", function))

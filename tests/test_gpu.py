@@ -194,3 +194,17 @@ def test_side_by_side_opencl_processes_never_share_a_pocl_cache(tmp_path):
     assert after.stdout.readline().strip() == os.path.join(root, 'slot-0')
     after.stdin.close()
     assert after.wait(timeout=60) == 0
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_a_device_that_does_not_come_up_is_one_error_line(kind):
+    """A device number the machine lacks: Theano only logs its failure and
+    would go on on the CPU; the check after 'import theano' (an after-import
+    hook of theano_repairs) stops with one line and status 1."""
+    device = {'opencl': 'opencl0:9', 'cuda': 'cuda9'}[kind]
+    proc = subprocess.run([sys.executable, '-c', 'import theano_env, theano; print("went on")'],
+                          env=theano_env.device_env(device), cwd=os.path.dirname(HERE),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and 'went on' not in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith('error:')]
+    assert len(errors) == 1 and 'Theano did not start it' in errors[0], proc.stderr[-2000:]

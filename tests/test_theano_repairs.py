@@ -5,10 +5,13 @@ an OpenCL device (the CPU's, through pocl: ``bash setup.sh --opencl``), with
 every repair, then with one repair left out (NMT_THEANO_REPAIRS_OFF): each
 repair has a probe that fails without it, with the failure it exists for.
 """
+import importlib
 import importlib.util
+import inspect
 import os
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -91,10 +94,44 @@ def test_every_repair_is_listed_here():
 def test_a_source_edit_that_does_not_fit_stops_with_its_name_and_file():
     edit = theano_repairs.SourceEdit('demo_edit', 'x', 'why', ('old()', 'new()', 2))
     assert edit.edit('a = old()\nb = old()\n', 'x.py') == 'a = new()\nb = new()\n'
-    # already repaired in the file (by an older release of the project)
-    assert edit.edit('a = new()\n', 'x.py') == 'a = new()\n'
     with pytest.raises(theano_repairs.RepairError, match="'demo_edit'.*x.py, found 1"):
         edit.edit('a = old()\n', 'x.py')
+    # a file changed in place (by an older release of the project): refused
+    # too, with the way out
+    with pytest.raises(theano_repairs.RepairError, match='found 0.*force-reinstall'):
+        edit.edit('a = new()\nb = new()\n', 'x.py')
+
+
+def test_each_text_of_an_edit_is_checked_against_the_original():
+    """Two replacements that write the same text: the second's original
+    missing is not taken for 'already repaired' by the first's result."""
+    edit = theano_repairs.SourceEdit('two_texts', 'x', 'why', ('first()', 'done()'),
+                                     ('second()', 'done()'))
+    assert edit.edit('first()\nsecond()\n', 'x.py') == 'done()\ndone()\n'
+    with pytest.raises(theano_repairs.RepairError,
+                       match="'two_texts' expects its text 2 of 2 1 time.*found 0"):
+        edit.edit('first()\n', 'x.py')
+
+
+def test_a_traceback_from_an_edited_module_shows_the_edited_line(tmp_path, monkeypatch):
+    (tmp_path / 'edited_module.py').write_text(
+        '"""A module a repair edits."""\n\n\ndef fail():\n'
+        '    raise ValueError("as installed")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    edit = theano_repairs.SourceEdit(
+        'demo_traceback', 'edited_module', 'why',
+        ('    raise ValueError("as installed")\n',
+         '    # a line more\n    raise ValueError("as edited")  # the edited line\n'))
+    finder = theano_repairs._Finder([edit])
+    monkeypatch.setattr(sys, 'meta_path', [finder] + sys.meta_path)
+    monkeypatch.delitem(sys.modules, 'edited_module', raising=False)
+    module = importlib.import_module('edited_module')
+    with pytest.raises(ValueError) as raised:
+        module.fail()
+    text = ''.join(traceback.format_exception(raised.type, raised.value, raised.tb))
+    assert 'raise ValueError("as edited")  # the edited line' in text
+    assert 'edited_module.py", line 6' in text
+    assert inspect.getsource(module.fail).endswith('# the edited line\n')
 
 
 def test_the_installed_files_are_not_changed():
