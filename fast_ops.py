@@ -20,8 +20,8 @@ computes, up to float32 rounding.
 ``log_softmax(x)``
     Decoding's log p of the next word from the logits, one pass a row.
 
-Loops over large arrays run on OMP_NUM_THREADS threads (theano_env sets 1
-unless told otherwise); threads change no number but the order of a few
+Loops over large arrays run on OMP_NUM_THREADS threads (theano_env: every
+core the process may use, one in worker processes that share the cores); threads change no number but the order of a few
 double-precision sums.  Inside ``with original_graph():`` the functions
 build Theano's own graph instead (the original code's), for comparisons;
 so do they on a GPU (device=cuda: the ops are CPU code).  Decoding uses

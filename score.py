@@ -99,17 +99,14 @@ def parse_args(argv):
     p.add_argument('-s', '--source', required=True)
     p.add_argument('-t', '--target', required=True)
     p.add_argument('-o', '--output', required=True)
-    p.add_argument('-b', '--batch', type=int, default=80)
+    p.add_argument('-b', '--batch', type=cli.positive_int, default=80)
     p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'))
     p.add_argument('--inference', choices=layers.INFERENCES,
                    default=layers.TRAINING_INFERENCE,
                    help='training: the training graph\'s cost (default); authors: '
                         'forced decoding through the authors\' sampler (attentive '
                         'residual models; docs/equations.md#the-authors-inference)')
-    args = p.parse_args(argv)
-    if args.batch < 1:
-        p.error('-b must be at least 1')
-    return args
+    return p.parse_args(argv)
 
 
 def score(args):

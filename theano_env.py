@@ -9,9 +9,6 @@ imports this module first; the user sets nothing by hand.  What it fixes:
   the order measured on the project's 2-core machine: Debian's OpenBLAS, MKL
   from PyPI, and as a last resort the empty value (NumPy's C-API, 5-15%
   slower).
-* scan: the bundled Cython scan module does not compile on 3.11.  We make its
-  import fail with ImportError so that scan uses its Python loop (bit-identical
-  results; decoding never uses scan).
 * threads: BLAS (OpenBLAS, MKL) and the OpenMP loops of fast_ops use every
   core this process may run on (training at the papers' size: 1.5x faster
   on 2 cores than on one); worker processes that share the cores
@@ -26,7 +23,8 @@ Settings the user gives in THEANO_FLAGS, OPENBLAS_NUM_THREADS,
 OMP_NUM_THREADS or MKL_NUM_THREADS win.
 
 Repairs: theano_repairs.install() (every repair of theano-pymc, applied as
-Theano imports the module it repairs).
+Theano imports the module it repairs; among them the Cython scan module that
+does not compile on 3.11, left out so that scan runs its Python loop).
 
 GPU: ``THEANO_FLAGS=device=cuda`` (an NVIDIA GPU) or ``device=opencl0:0``
 (an OpenCL device, such as the CPU's through pocl) is the one switch

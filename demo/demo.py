@@ -459,28 +459,28 @@ def parse_args(argv):
     g.add_argument('--target_cost', type=float, default=0.02,
                    help='converged once the validation cost is at most this many nats '
                         'per target token (default %(default)s)')
-    g.add_argument('--plateau_window', type=int, default=10,
+    g.add_argument('--plateau_window', type=cli.positive_int, default=10,
                    help='... or once the best validation cost has improved by less than '
                         '--plateau_gain in this many validations (default %(default)s)')
     g.add_argument('--plateau_gain', type=float, default=0.02,
                    help='relative gain (default %(default)s)')
-    g.add_argument('--max_updates', type=int, default=4000,
+    g.add_argument('--max_updates', type=cli.positive_int, default=4000,
                    help='out of budget after this many updates, whatever the machine\'s '
                         'speed (default %(default)s)')
-    g.add_argument('--threads', type=int, default=DEFAULT_THREADS,
+    g.add_argument('--threads', type=cli.positive_int, default=DEFAULT_THREADS,
                    help='BLAS and OpenMP threads of each process (default %(default)s; '
                         'OPENBLAS_NUM_THREADS and OMP_NUM_THREADS win)')
-    g.add_argument('--valid_every', type=int, default=100,
+    g.add_argument('--valid_every', type=cli.positive_int, default=100,
                    help='validation and checkpoint frequency, updates (default %(default)s)')
     g = p.add_argument_group('corpus and model (defaults are what the demo was tuned with)')
-    g.add_argument('--train', type=int, default=20000, help='training pairs')
-    g.add_argument('--dev', type=int, default=300, help='validation pairs')
-    g.add_argument('--test', type=int, default=300, help='test pairs')
+    g.add_argument('--train', type=cli.positive_int, default=20000, help='training pairs')
+    g.add_argument('--dev', type=cli.positive_int, default=300, help='validation pairs')
+    g.add_argument('--test', type=cli.positive_int, default=300, help='test pairs')
     g.add_argument('--data_seed', type=int, default=1)
     g.add_argument('--seed', type=int, default=1234, help='training seed (every model)')
-    g.add_argument('--dim_word', type=int, default=64)
-    g.add_argument('--dim', type=int, default=64)
-    g.add_argument('--batch_size', type=int, default=128)
+    g.add_argument('--dim_word', type=cli.positive_int, default=64)
+    g.add_argument('--dim', type=cli.positive_int, default=64)
+    g.add_argument('--batch_size', type=cli.positive_int, default=128)
     g.add_argument('--optimizer', default='adadelta')
     g.add_argument('--init', default='dl4mt', choices=('glorot+unigram', 'glorot',
                                                       'dl4mt+unigram', 'dl4mt'),
@@ -490,8 +490,8 @@ def parse_args(argv):
                    help='learning rate (unused by adadelta)')
     g.add_argument('--clip_c', type=float, default=-1.0,
                    help='gradient norm clipping (<= 0: none)')
-    g.add_argument('--disp_every', type=int, default=100)
-    g.add_argument('--beam', type=int, default=5)
+    g.add_argument('--disp_every', type=cli.positive_int, default=100)
+    g.add_argument('--beam', type=cli.positive_int, default=5)
     g.add_argument('--examples', type=int, default=4, help='translations shown')
     g.add_argument('--figure_sentence', type=int,
                    help='test sentence of the attention figure (default: chosen)')
@@ -513,10 +513,6 @@ def check_args(p, args):
             p.error('--seeds: comma-separated integers')
         if not args.seeds or len(set(args.seeds)) != len(args.seeds):
             p.error('--seeds: distinct integers')
-    for key in ('train', 'dev', 'test', 'dim_word', 'dim', 'batch_size', 'valid_every',
-                'disp_every', 'max_updates', 'beam', 'plateau_window', 'threads'):
-        if getattr(args, key) < 1:
-            p.error('--%s must be at least 1' % key)
     if not args.target_cost > 0:
         p.error('--target_cost must be positive')
     if not 0 <= args.plateau_gain < 1:

@@ -52,7 +52,7 @@ def parse_args(argv):
     p.add_argument('-i', '--input', required=True, metavar='NBEST',
                    help='n-best list: "i ||| hypothesis ||| scores" lines')
     p.add_argument('-o', '--output', required=True, help="rescored n-best list ('-': stdout)")
-    p.add_argument('-b', '--batch', type=int, default=80,
+    p.add_argument('-b', '--batch', type=cli.positive_int, default=80,
                    help='pairs scored at once (default 80)')
     p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'),
                    help='default: those named in each model\'s options')
@@ -63,10 +63,7 @@ def parse_args(argv):
                    help='as score.py: the training graph\'s cost (default), or forced '
                         'decoding through the authors\' sampler '
                         '(docs/equations.md#the-authors-inference)')
-    args = p.parse_args(argv)
-    if args.batch < 1:
-        p.error('-b must be at least 1')
-    return args
+    return p.parse_args(argv)
 
 
 def rescore(args):

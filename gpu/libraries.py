@@ -25,13 +25,17 @@ the installed OpenCL platforms, such as pocl's CPU device) and
 
 Only the standard library is used (no Theano, no pygpu).
 """
-import argparse
 import ctypes
 import glob
 import os
 import re
 import subprocess
 import sys
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import cli  # noqa: E402
 
 DRIVER_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/local/nvidia/lib64',
                '/usr/local/nvidia/lib', '/usr/lib/wsl/lib', '/usr/lib']
@@ -41,8 +45,8 @@ TOOLKIT_DIRS = ['/usr/local/cuda/lib64', '/usr/local/cuda/targets/x86_64-linux/l
 PINNED_WHEELS = {(13, 0): ['nvidia-cuda-nvrtc==13.0.88', 'nvidia-cublas==13.0.2.14']}
 
 
-class NotFound(Exception):
-    pass
+class NotFound(cli.CommandError):
+    """A library or driver that the links need is not on this machine."""
 
 
 def _ldconfig_paths(name):
@@ -225,31 +229,31 @@ def make_links(dest, plan):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('command', choices=['link', 'link-opencl', 'pins'])
     p.add_argument('--dest', default=os.path.join(sys.prefix, 'lib'),
                    help='folder of the links (default: %(default)s)')
     p.add_argument('--search', action='append', default=[],
                    help='more folders to search for libnvrtc/libcublas (recursive)')
-    args = p.parse_args(argv)
-    try:
-        if args.command == 'link-opencl':
-            make_links(args.dest, find_opencl())
-            return 0
-        driver_path, driver_version = find_driver()
-        if args.command == 'pins':
-            print(' '.join(pins(driver_version)))
-            return 0
-        dirs = _search_dirs(args.search)
-        nvrtc_path, nvrtc_ver = choose_nvrtc(driver_version, dirs)
-        cublas_path = choose_cublas(nvrtc_path, nvrtc_ver, dirs)
-    except NotFound as e:
-        print('error: %s' % e, file=sys.stderr)
-        return 1
+    args = p.parse_args(cli.arguments(argv))
+    return cli.run(lambda: link(args))
+
+
+def link(args):
+    """What ``main`` was asked: the links, or the pins of the driver."""
+    if args.command == 'link-opencl':
+        make_links(args.dest, find_opencl())
+        return
+    driver_path, driver_version = find_driver()
+    if args.command == 'pins':
+        print(' '.join(pins(driver_version)))
+        return
+    dirs = _search_dirs(args.search)
+    nvrtc_path, nvrtc_ver = choose_nvrtc(driver_version, dirs)
+    cublas_path = choose_cublas(nvrtc_path, nvrtc_ver, dirs)
     print('libraries: driver CUDA %d.%d (%s), NVRTC %d.%d'
           % (driver_version + (driver_path,) + nvrtc_ver))
     make_links(args.dest, link_plan(driver_path, nvrtc_path, cublas_path))
-    return 0
 
 
 if __name__ == '__main__':

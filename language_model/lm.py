@@ -496,8 +496,8 @@ def parse_args(argv):
     e.add_argument('file')
     s = sub.add_parser('sample', help='sentences drawn from a model')
     s.add_argument('--model', required=True)
-    s.add_argument('-n', type=int, default=5, help='number of sentences')
-    s.add_argument('--maxlen', type=int, default=100)
+    s.add_argument('-n', type=cli.positive_int, default=5, help='number of sentences')
+    s.add_argument('--maxlen', type=cli.positive_int, default=100)
     s.add_argument('--seed', type=int, default=1234)
     sub.add_parser('configs', help="the papers' sizes and parameter counts")
     return vars(parser.parse_args(argv))
@@ -524,8 +524,6 @@ def _cmd_eval(args):
 
 
 def _cmd_sample(args):
-    if args['n'] < 1 or args['maxlen'] < 1:
-        raise InputError('-n and --maxlen must be positive')
     model = LoadedModel(args['model'], sampler=True)
     idict = vocab.invert_dictionary(model.word_dict)
     rng = numpy.random.RandomState(args['seed'])

@@ -264,11 +264,11 @@ def parse_args(argv):
     ap = cli.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--out', default='lm_experiment_output')
     ap.add_argument('--plot', default=os.path.join('docs', 'lm_experiment.png'))
-    ap.add_argument('--train', type=int, default=20000, help='training sentences')
-    ap.add_argument('--dev', type=int, default=500)
-    ap.add_argument('--test', type=int, default=1000)
-    ap.add_argument('--updates', type=int, default=4000)
-    ap.add_argument('--valid_freq', type=int, default=200)
+    ap.add_argument('--train', type=cli.positive_int, default=20000, help='training sentences')
+    ap.add_argument('--dev', type=cli.positive_int, default=500)
+    ap.add_argument('--test', type=cli.positive_int, default=1000)
+    ap.add_argument('--updates', type=cli.positive_int, default=4000)
+    ap.add_argument('--valid_freq', type=cli.positive_int, default=200)
     ap.add_argument('--encoder', default='lstm', choices=tuple(lm.layers.RECURRENT))
     ap.add_argument('--dim_word', type=int, default=32)
     ap.add_argument('--dim', type=int, default=64)
@@ -279,10 +279,7 @@ def parse_args(argv):
     ap.add_argument('--corpus_seed', type=int, default=1)
     ap.add_argument('--variants', nargs='+', default=list(VARIANTS)[:3],
                     choices=list(VARIANTS))
-    args = ap.parse_args(argv)
-    if min(args.train, args.dev, args.test, args.updates, args.valid_freq) < 1:
-        ap.error('sizes, --updates and --valid_freq must be positive')
-    return args
+    return ap.parse_args(argv)
 
 
 def main(argv=None):

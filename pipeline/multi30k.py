@@ -333,8 +333,6 @@ def raw_paths(raw):
 
 
 def prepare(args):
-    if args.jobs < 1:
-        raise InputError('--jobs must be >= 1, not %d' % args.jobs)
     preprocess.prepare_sets(benchmark_settings(args), raw_paths(args.raw), keep_tok=SETS)
 
 
@@ -361,7 +359,7 @@ def parse_args(argv):
     p.add_argument('--raw', required=True, metavar='DIR/raw')
     p.add_argument('--out', required=True, metavar='DIR')
     p.add_argument('--bpe-merges', type=int, default=10000)
-    p.add_argument('--jobs', type=int, default=1,
+    p.add_argument('--jobs', type=cli.positive_int, default=1,
                    help='processes for tokenisation (default 1)')
     return parser.parse_args(argv)
 

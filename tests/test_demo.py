@@ -34,7 +34,7 @@ def run_demo(*args, timeout=None):
 
 def test_bad_arguments():
     proc = run_demo('--threads', '0')
-    assert proc.returncode == 2 and '--threads must be at least 1' in proc.stderr
+    assert proc.returncode == 2 and 'argument --threads: must be at least 1' in proc.stderr
     proc = run_demo('--models', 'transformer')
     assert proc.returncode == 2 and '--models' in proc.stderr
     proc = run_demo('--seeds', '1,1')

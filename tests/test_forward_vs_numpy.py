@@ -46,8 +46,9 @@ def test_reference_param_counts_at_paper_size(name, overrides, count):
 
 @pytest.mark.parametrize('name', list(CONFIGS))
 def test_init_params_names_and_shapes(nmt_module, name):
-    """init_params gives exactly the parameters of the spec (+ variant) with
-    the spec's shapes; e, d, V_src, V_trg all differ so shapes are conclusive."""
+    """init_params gives exactly the parameters of docs/equations.md#parameters
+    (+ variant) with their shapes (tests/numpy_reference.py's table); e, d,
+    V_src, V_trg all differ so shapes are conclusive."""
     opts = tiny_options(nmt_module, CONFIGS[name])
     np.random.seed(0)
     params = nmt_module.init_params(opts)
