@@ -135,7 +135,27 @@ def _fail(label, message, status):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with its errors on one line, status 2:
-    ``error: MESSAGE (PROG --help lists the options)``."""
+    ``error: MESSAGE (PROG --help lists the options)``; a flag is accepted
+    in either spelling, ``--batch-size`` or ``--batch_size`` (the project's
+    convention: dl4mt's training options keep their names, the other flags
+    are spelt with dashes; docs/code.md)."""
 
     def error(self, message):
         self.exit(2, 'error: %s (%s --help lists the options)\n' % (message, self.prog))
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        end = args.index('--') if '--' in args else len(args)
+        spelt = [self._known_spelling(a) for a in args[:end]] + args[end:]
+        return argparse.ArgumentParser.parse_known_args(self, spelt, namespace)
+
+    def _known_spelling(self, arg):
+        """``arg`` with its flag in the spelling this parser knows, when it
+        knows the other one only."""
+        flag, equals, value = arg.partition('=')
+        if not flag.startswith('--') or flag in self._option_string_actions:
+            return arg
+        for other in (flag[:2] + flag[2:].replace('-', '_'), flag[:2] + flag[2:].replace('_', '-')):
+            if other in self._option_string_actions:
+                return other + equals + value
+        return arg

@@ -804,18 +804,29 @@ def _check_dictionaries(options, worddicts, paths):
 
 def parse_args(argv):
     """train()'s keyword arguments: the options given on the command line."""
+    return vars(argument_parser().parse_args(argv))
+
+
+def argument_parser():
+    """nmt.py's command line: every option of train(), in --help's groups."""
     parser = cli.ArgumentParser(
         description='Train an attention NMT model (dl4mt-tutorial options).')
-    parser.add_argument('--model', dest='saveto', required=True, metavar='MODEL.npz',
-                        help='model file (options in MODEL.npz.pkl and .json)')
-    parser.add_argument('--datasets', nargs=2, required=True, metavar=('SRC', 'TRG'))
-    parser.add_argument('--dictionaries', nargs=2, required=True,
-                        metavar=('DICT_SRC', 'DICT_TRG'))
-    parser.add_argument('--valid_datasets', nargs=2, metavar=('SRC', 'TRG'),
-                        default=argparse.SUPPRESS)
-    OPTIONS.add_flags(parser, declared=('saveto', 'datasets', 'dictionaries',
+    groups = OPTIONS.flag_groups(parser)
+    groups['data'].add_argument('--datasets', nargs=2, required=True, metavar=('SRC', 'TRG'),
+                                help='the training corpus: source and target files, '
+                                     'one tokenised sentence a line')
+    groups['data'].add_argument('--dictionaries', nargs=2, required=True,
+                                metavar=('DICT_SRC', 'DICT_TRG'),
+                                help='word -> id of each side (build_dictionary.py)')
+    groups['data'].add_argument('--valid_datasets', nargs=2, metavar=('SRC', 'TRG'),
+                                default=argparse.SUPPRESS,
+                                help='the validation corpus (none: no validation)')
+    groups['saving, resuming and display'].add_argument(
+        '--model', dest='saveto', required=True, metavar='MODEL.npz',
+        help='model file (options in MODEL.npz.pkl and .json)')
+    OPTIONS.add_flags(groups, declared=('saveto', 'datasets', 'dictionaries',
                                         'valid_datasets'))
-    return vars(parser.parse_args(argv))
+    return parser
 
 
 def main(argv=None):

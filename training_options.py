@@ -20,28 +20,90 @@ from training_state import resume_path
 
 # flags whose name is not the option's
 FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}
-SWITCH_HELP = {'reload_': 'resume from MODEL (parameters, optimizer, counters, data '
-                          'position)',
-               'use_dropout': 'dropout on the readout',
-               'overwrite': 'no MODEL.iterN.npz copy at each save',
-               'shuffle_each_epoch': 'read the training data in file order every epoch',
-               'tie_embeddings': 'the output layer is the transposed input embeddings',
-               'reload_model_only': 'with --reload: the parameters, update count and '
-                                    'validation history of MODEL alone, the optimizer '
-                                    'and the data position fresh (as the original '
-                                    'code reloads; for a resume file that cannot be '
-                                    'used)'}
-# what a value option does (the others' help is their default alone)
-VALUE_HELP = {
-    'init': 'initial parameters: glorot (rectangular matrices Glorot-uniform, the '
-            'embeddings and output weights uniform in +-sqrt(3/dim_word) as Marian\'s) '
-            'or dl4mt (0.01 * N(0,1), the original\'s), square ones orthogonal in both; '
-            '+unigram: the output bias starts at the log word frequencies of the '
-            'training targets (zeros without it); dl4mt is exactly the original '
-            'code\'s (docs/training.md#initialisation)',
-    'optimizer': 'adam (with --lrate 0.0004), adadelta and rmsprop (no learning '
-                 'rate), sgd (with --lrate 1)',
-    'lrate': 'learning rate of adam and sgd (adadelta and rmsprop ignore it)',
+# --help: the groups in their order, and each option's group and line (a
+# switch's line says what giving it does; a value option's gets its default)
+GROUPS = ('model', 'data', 'optimisation', 'validation and early stopping',
+          'saving, resuming and display')
+OPTION_HELP = {
+    # model
+    'dim_word': ('model', 'size of the word embeddings'),
+    'dim': ('model', 'size of the recurrent states'),
+    'encoder': ('model', 'recurrent unit of the encoder'),
+    'decoder': ('model', 'the decoder: gru_cond (dl4mt\'s conditional GRU) or a residual '
+                         'one (docs/decoders.md)'),
+    'residual': ('model', 'what a residual decoder adds from the previous words '
+                          '(docs/decoders.md)'),
+    'att_scoring': ('model', 'scoring of the attention over the previous words (attentive '
+                             'residual)'),
+    'inference': ('model', 'how the attentive residual decoder summarises the previous '
+                           'words when decoding: training (the training graph\'s) or '
+                           'authors (their sampler\'s; docs/equations.md)'),
+    'n_words_src': ('model', 'source vocabulary: words of a higher id read as UNK'),
+    'n_words': ('model', 'target vocabulary: words of a higher id read as UNK'),
+    'use_dropout': ('model', 'dropout on the readout (0.5, as dl4mt)'),
+    'tie_embeddings': ('model', 'the output layer is the transposed input embeddings'),
+    'init': ('model', 'initial parameters: glorot (rectangular matrices Glorot-uniform, '
+                      'the embeddings and output weights uniform in +-sqrt(3/dim_word) as '
+                      'Marian\'s) or dl4mt (0.01 * N(0,1), the original\'s), square ones '
+                      'orthogonal in both; +unigram: the output bias starts at the log '
+                      'word frequencies of the training targets (docs/training.md)'),
+    'seed': ('model', 'random seed of the initial parameters, the data order and dropout'),
+    # data
+    'maxlen': ('data', 'longest training sentence in tokens: longer pairs are skipped'),
+    'batch_size': ('data', 'sentences per update'),
+    'valid_batch_size': ('data', 'sentences per batch of the validation cost'),
+    'shuffle_each_epoch': ('data', 'read the training data in file order every epoch '
+                                   '(no shuffling)'),
+    # optimisation
+    'optimizer': ('optimisation', 'adam (with --lrate 0.0004), adadelta and rmsprop (no '
+                                  'learning rate), sgd (with --lrate 1)'),
+    'lrate': ('optimisation', 'learning rate of adam and sgd (adadelta and rmsprop '
+                              'ignore it)'),
+    'clip_c': ('optimisation', 'gradients whose norm is above this are scaled down to it '
+                               '(-1: no clipping)'),
+    'decay_c': ('optimisation', 'L2 weight decay: this times the sum of squared weights '
+                                'is added to the cost (0: none)'),
+    'alpha_c': ('optimisation', 'attention regulariser: pushes each source word\'s total '
+                                'attention towards 1 (0: none)'),
+    'diag_c': ('optimisation', 'unused, as in dl4mt (kept so that its command lines run)'),
+    'max_epochs': ('optimisation', 'passes over the training data at most'),
+    'finish_after': ('optimisation', 'stop after this many updates'),
+    # validation
+    'validFreq': ('validation and early stopping',
+                  'updates between validations (the cost of the validation data)'),
+    'patience': ('validation and early stopping',
+                 'stop after this many validations without a better cost'),
+    'bleu_valid_freq': ('validation and early stopping',
+                        'updates between validation BLEU scores (beam search of the '
+                        'validation source; 0: none)'),
+    'bleu_valid_ref': ('validation and early stopping',
+                       'the validation source\'s reference translation, tokenised, for '
+                       'BLEU'),
+    'bleu_valid_beam': ('validation and early stopping', 'beam size of the validation '
+                                                         'BLEU'),
+    'bleu_patience': ('validation and early stopping',
+                      'stop after this many BLEU validations without a better BLEU (0: '
+                      'never)'),
+    'bleu_valid_postprocess': ('validation and early stopping',
+                               'shell command that the translations go through before '
+                               'BLEU (undoing BPE, say)'),
+    'external_validation_script': ('validation and early stopping',
+                                   'program run on the current model in place of the '
+                                   'built-in BLEU; prints the score as its last line'),
+    # saving
+    'saveFreq': ('saving, resuming and display',
+                 'updates between checkpoints (the model, its resume file, MODEL.iterN.npz)'),
+    'overwrite': ('saving, resuming and display', 'no MODEL.iterN.npz copy at each save'),
+    'reload_': ('saving, resuming and display',
+                'resume from MODEL (parameters, optimizer, counters, data position)'),
+    'reload_model_only': ('saving, resuming and display',
+                          'with --reload: the parameters, update count and validation '
+                          'history of MODEL alone, the optimizer and the data position '
+                          'fresh (as the original code reloads; for a resume file that '
+                          'cannot be used)'),
+    'dispFreq': ('saving, resuming and display', 'updates between progress lines'),
+    'sampleFreq': ('saving, resuming and display',
+                   'updates between sample translations printed'),
 }
 # settings that a resumed run may change without a warning: how long it runs
 # and what it prints (the others change what it computes)
@@ -53,11 +115,14 @@ RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'di
 class OptionTable(object):
     """defaults: OrderedDict option -> default; choices: option -> the
     values it takes; architecture: the options a reloaded model keeps;
-    kind: the command's kind of model (model_io), that --reload checks."""
+    kind: the command's kind of model (model_io), that --reload checks;
+    help: option -> (group, line) where the command's option differs from
+    OPTION_HELP's."""
 
-    def __init__(self, defaults, choices, architecture, kind):
+    def __init__(self, defaults, choices, architecture, kind, help=None):
         self.defaults, self.choices = defaults, choices
         self.architecture, self.kind = architecture, kind
+        self.help = help or {}
 
     def fill(self, given):
         """The defaults, updated with the options ``given``."""
@@ -77,23 +142,29 @@ class OptionTable(object):
                 raise InputError('--%s must be one of %s, not %r'
                                  % (key, ', '.join(choices), options[key]))
 
-    def add_flags(self, parser, declared):
-        """A ``--KEY`` for every option not in ``declared`` (declared by hand).
-        No flag has a default: what ``parse_args`` returns is what was given."""
+    def flag_groups(self, parser):
+        """{group name: argparse group} of --help's groups, in their order."""
+        return OrderedDict((name, parser.add_argument_group(name)) for name in GROUPS)
+
+    def add_flags(self, groups, declared):
+        """A ``--KEY`` for every option not in ``declared`` (declared by hand),
+        in its group of ``groups`` (flag_groups), explained by OPTION_HELP
+        (updated by the table's own ``help``).  No flag has a default: what
+        ``parse_args`` returns is what was given."""
         for key, default in self.defaults.items():
             if key in declared:
                 continue
+            group, text = self.help.get(key, OPTION_HELP[key])
             flag = '--' + FLAG_NAMES.get(key, key)
             if isinstance(default, bool):   # a switch that turns the default over
-                parser.add_argument(flag, dest=key, default=argparse.SUPPRESS,
-                                    action='store_false' if default else 'store_true',
-                                    help=SWITCH_HELP.get(key))
+                groups[group].add_argument(flag, dest=key, default=argparse.SUPPRESS,
+                                           action='store_false' if default else 'store_true',
+                                           help=text)
             else:
-                parser.add_argument(flag, dest=key, default=argparse.SUPPRESS,
-                                    type=str if default is None else type(default),
-                                    choices=self.choices.get(key),
-                                    help='; '.join(filter(None, (VALUE_HELP.get(key),
-                                                                'default: %r' % (default,)))))
+                groups[group].add_argument(flag, dest=key, default=argparse.SUPPRESS,
+                                           type=str if default is None else type(default),
+                                           choices=self.choices.get(key),
+                                           help='%s (default: %s)' % (text, default))
 
     def reloaded(self, options, given, fill):
         """(model options, reloading): a copy of the run's ``options`` in

@@ -87,7 +87,16 @@ ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
                         'att_scoring', 'tie_embeddings', 'use_dropout', 'dictionary')
 OPTION_CHOICES = {'encoder': tuple(layers.RECURRENT), 'residual': RESIDUALS,
                   'att_scoring': SCORINGS, 'optimizer': tuple(sorted(OPTIMIZERS))}
-OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS, MODEL_KIND)
+# --help lines that differ from nmt.py's (training_options.OPTION_HELP)
+OPTION_HELP = {
+    'n_words': ('model', 'vocabulary: words of a higher id read as UNK (-1: the '
+                         'dictionary\'s size)'),
+    'residual': ('model', 'what the model adds from the previous words: none (a plain '
+                          'RNN language model), mean or attentive (the papers\' '
+                          'language-model experiment; docs/language_model.md)'),
+}
+OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS, MODEL_KIND,
+                      help=OPTION_HELP)
 RNN_PREFIX, ATT_PREFIX = 'lm', 'res_att'
 
 
@@ -475,14 +484,19 @@ def train(**kwargs):
 
 def _train_parser(sub):
     p = sub.add_parser('train', help='train a language model')
-    p.add_argument('--model', dest='saveto', required=True, metavar='MODEL.npz')
-    p.add_argument('--data', dest='dataset', required=True, metavar='FILE')
-    p.add_argument('--valid', dest='valid_dataset', metavar='FILE')
-    p.add_argument('--dictionary', metavar='DICT',
-                   help='word -> id (.pkl or .json); default: built from --data')
     p.add_argument('--config', choices=tuple(CONFIGS),
                    help='the sizes of a paper setting (options given win)')
-    OPTIONS.add_flags(p, declared=('saveto', 'dataset', 'valid_dataset', 'dictionary'))
+    groups = OPTIONS.flag_groups(p)
+    groups['data'].add_argument('--data', dest='dataset', required=True, metavar='FILE',
+                                help='the training text, one tokenised sentence a line')
+    groups['data'].add_argument('--valid', dest='valid_dataset', metavar='FILE',
+                                help='the validation text (none: no validation)')
+    groups['data'].add_argument('--dictionary', metavar='DICT',
+                                help='word -> id (.pkl or .json); default: built from --data')
+    groups['saving, resuming and display'].add_argument(
+        '--model', dest='saveto', required=True, metavar='MODEL.npz',
+        help='model file (options in MODEL.npz.pkl and .json)')
+    OPTIONS.add_flags(groups, declared=('saveto', 'dataset', 'valid_dataset', 'dictionary'))
 
 
 def parse_args(argv):

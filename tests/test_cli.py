@@ -237,3 +237,41 @@ def test_a_reader_that_goes_away_ends_a_filter_quietly(tmp_path):
         err = proc.stderr.read()
         assert proc.wait(timeout=120) == 141
     assert err == b''
+
+
+def _option_actions(parser):
+    return [a for a in parser._actions if a.option_strings and a.dest != 'help']
+
+
+def test_help_explains_every_option_in_its_group():
+    """nmt.py --help and lm.py train --help: every option has a line that says
+    what it does (not its default alone), under one of the groups."""
+    import argparse
+    import nmt
+    import training_options
+    from language_model import lm
+    sub = argparse.ArgumentParser().add_subparsers()
+    lm._train_parser(sub)
+    for parser in (nmt.argument_parser(), sub.choices['train']):
+        actions = _option_actions(parser)
+        assert len(actions) > 30
+        for action in actions:
+            assert action.help and not action.help.startswith('(default'), action.dest
+        grouped = {a.dest for g in parser._action_groups if g.title in training_options.GROUPS
+                   for a in g._group_actions}
+        assert {a.dest for a in actions if a.dest != 'config'} <= grouped
+    text = nmt.argument_parser().format_help()
+    assert 'validation and early stopping:\n' in text
+    assert '--alpha_c ALPHA_C     attention regulariser' in text
+
+
+def test_a_flag_is_taken_in_either_spelling():
+    """--batch_size for translate.py's --batch-size, --dim-word for nmt.py's
+    --dim_word; what follows '--' is left as it is."""
+    import nmt
+    import translate
+    args = translate.parse_args(['--batch_size', '3', 'm.npz', 'a.pkl', 'b.pkl', 'in', 'out'])
+    assert args.batch_size == 3
+    parsed = nmt.parse_args(['--model', 'm.npz', '--datasets', 'a', 'b', '--dictionaries',
+                             'c', 'd', '--dim-word=7', '--valid-datasets', 'e', 'f'])
+    assert parsed['dim_word'] == 7 and parsed['valid_datasets'] == ['e', 'f']
