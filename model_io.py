@@ -276,6 +276,17 @@ def load_json(path):
 # Dictionaries
 # --------------------------------------------------------------------------
 
+def file_as_named_or_beside(name, model_path):
+    """The file a model's options name: ``name`` itself, else the file of
+    that name beside the model file (a model moved with its dictionaries);
+    None when neither is there."""
+    for candidate in (name, os.path.join(os.path.dirname(os.path.abspath(model_path)),
+                                         os.path.basename(name))):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 def load_dictionary(path):
     """Load a word -> id dictionary from a ``.json`` file or a pickle.
 

@@ -20,7 +20,7 @@ import numpy
 import cli
 import layers
 
-from model_io import check_writable, load_dictionary, write_text
+from model_io import check_writable, file_as_named_or_beside, load_dictionary, write_text
 from progress import ProgressLine
 from text_io import InputError, read_lines
 from vocab import words, words_to_ids
@@ -57,12 +57,13 @@ def score_pairs(f_log_probs, pairs, batch_size, progress=True):
 def load_scoring_model(path, dictionaries, inference):
     """(options, parameters, word dictionaries) of one model, which scores
     with ``inference``; the dictionaries are ``dictionaries`` or those its
-    options name."""
+    options name (as named, or beside the model)."""
     import nmt
     options, params = nmt.load_model(path, inference)
-    dict_paths = dictionaries or options.get('dictionaries')
-    if not dict_paths:
+    if not dictionaries and not options.get('dictionaries'):
         raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG' % path)
+    dict_paths = dictionaries or [file_as_named_or_beside(d, path) or d
+                                  for d in options['dictionaries']]
     return options, params, [load_dictionary(d) for d in dict_paths]
 
 

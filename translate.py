@@ -75,15 +75,10 @@ def _named_dictionaries(path, options):
     names = options.get('dictionaries')
     if not names:
         return None
-    found = []
-    for name in names:
-        for candidate in (name, os.path.join(os.path.dirname(path), os.path.basename(name))):
-            if os.path.isfile(candidate):
-                found.append(model_io.load_dictionary(candidate))
-                break
-        else:
-            return None
-    return found
+    found = [model_io.file_as_named_or_beside(name, path) for name in names]
+    if None in found:
+        return None
+    return [model_io.load_dictionary(f) for f in found]
 
 
 def check_same_vocabularies(models):

@@ -56,7 +56,8 @@ import nmt
 import vocab
 from build_dictionary import build_dictionary
 from data_iterator import MonolingualIterator, prepare_monolingual
-from model_io import load_dictionary, load_options, load_params, save_dictionary
+from model_io import (file_as_named_or_beside, load_dictionary, load_options, load_params,
+                      save_dictionary)
 from optimizers import OPTIMIZERS
 from progress import ProgressLine
 from text_io import InputError
@@ -340,12 +341,7 @@ def dictionary_path(options, model_path):
     path = options['dictionary']
     if not path:
         raise InputError('%s: the model options name no dictionary' % model_path)
-    if not os.path.exists(path):
-        beside = os.path.join(os.path.dirname(os.path.abspath(model_path)),
-                              os.path.basename(path))
-        if os.path.exists(beside):
-            return beside
-    return path
+    return file_as_named_or_beside(path, model_path) or path
 
 
 class LoadedModel(object):

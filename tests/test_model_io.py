@@ -403,3 +403,17 @@ def test_python2_reads_what_we_write(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split('\n')[:2] == ['OrderedDict True 2 3 str',
                                           '16 True 0.5 True False']
+
+
+def test_a_file_the_options_name_as_named_or_beside_the_model(tmp_path):
+    """The dictionaries of a model moved with them: found beside it."""
+    from model_io import file_as_named_or_beside
+    moved = tmp_path / 'moved'
+    moved.mkdir()
+    (moved / 'model.npz').write_bytes(b'')
+    (moved / 'train.src.json').write_text('{}')
+    (tmp_path / 'here.json').write_text('{}')
+    model = str(moved / 'model.npz')
+    assert file_as_named_or_beside(str(tmp_path / 'here.json'), model) == str(tmp_path / 'here.json')
+    assert file_as_named_or_beside('/gone/data/train.src.json', model) == str(moved / 'train.src.json')
+    assert file_as_named_or_beside('/gone/data/other.json', model) is None
