@@ -100,7 +100,10 @@ CJK_CHARS = ('\u2e80-\u2fdf\u3000-\u303f\u3200-\u33ff\u3400-\u4dbf'
 _CJK_RE = re.compile('([%s])' % CJK_CHARS)
 # a space next to a CJK character (Chinese text puts none there)
 _CJK_SPACE_RE = re.compile('(?<=[%s]) +| +(?=[%s])' % (CJK_CHARS, CJK_CHARS))
-_BPE_RE = re.compile(r'(@@ )|(@@ ?$)')
+# BPE's continuation marks, as a regular expression that Python and sed -r
+# read alike (train_pair.BPE_UNDO)
+BPE_MARKS = r'(@@ )|(@@ ?$)'
+_BPE_RE = re.compile(BPE_MARKS)
 
 
 def is_zh(lang):

@@ -36,6 +36,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 import cli
 from model_io import load_json, write_json, write_text
+from pipeline.preprocess import BPE_MARKS
 from text_io import InputError, read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
@@ -52,7 +53,8 @@ def decoder_flags(name):
     return [text for key, value in options.items() for text in ('--' + key, value)]
 
 
-BPE_UNDO = "sed -r 's/(@@ )|(@@ ?$)//g'"
+# validation BLEU's post-processing (nmt.py runs it as a shell command)
+BPE_UNDO = "sed -r 's/%s//g'" % BPE_MARKS
 
 # The papers' settings (vocabulary size comes from the pair's script).
 # Adadelta ignores the learning rate; dl4mt-tutorial passes 0.0001.  The

@@ -336,3 +336,16 @@ def test_bpe_vocabulary_threshold(tmp_path):
                    '--bpe-vocabulary-threshold', '1000') == 0
     assert all(len(u.replace('@@', '')) == 1
                for l in read(tmp_path / 'chars' / 'train.bpe.en') for u in l.split())
+
+
+def test_undoing_bpe_in_python_and_in_the_validation_command_agree():
+    """preprocess.undo_bpe and train_pair.BPE_UNDO (nmt.py's shell
+    post-processing of validation BLEU) share one pattern, and read it alike."""
+    import subprocess
+    from pipeline import preprocess
+    from pipeline.train_pair import BPE_UNDO
+    lines = ['a wo@@ rd and a@@ no@@ ther', 'ends in a mark@@', 'ends in a mark@@ ', 'no marks']
+    shell = subprocess.run(BPE_UNDO, shell=True, input='\n'.join(lines) + '\n',
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert shell == [preprocess.undo_bpe(line) for line in lines]
+    assert shell[0] == 'a word and another'
