@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 
 from text_io import InputError, one_line
@@ -85,6 +86,55 @@ def error_message(error):
     if isinstance(error, OSError):
         return os_error_text(error)
     return '%s: %s' % (type(error).__name__, one_line(error))
+
+
+def run_command(cmd, what, quiet=False, error=CommandError, **popen_args):
+    """Run a child command to its end; when it fails, ``error('WHAT failed:
+    ...')`` with the child's own error line (child_error).  ``quiet``: its
+    output is captured (the CompletedProcess's stdout, text) and shown only
+    in the error; else it goes through, all but the child's error line."""
+    if quiet:
+        proc = subprocess.run(cmd, capture_output=True, text=True, **popen_args)
+        lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+    else:
+        child = subprocess.Popen(cmd, stderr=subprocess.PIPE, **popen_args)
+        line = forward_stderr(child.stderr)
+        proc = subprocess.CompletedProcess(cmd, child.wait())
+        lines = ['error: ' + line] if line else []
+    if proc.returncode != 0:
+        raise error('%s failed: %s' % (what, child_error(lines, proc.returncode)))
+    return proc
+
+
+def child_error(lines, status):
+    """What a failed child said: its last ``error:`` line, else its last
+    line, else its exit status."""
+    errors = [line for line in lines if line.startswith('error:')]
+    if errors:
+        return errors[-1][len('error:'):].strip()
+    return lines[-1].strip() if lines else 'exit status %d' % status
+
+
+def forward_stderr(stream):
+    """Copy a child's stderr (a binary pipe) to ours as it comes, except its
+    'error:' line, which is returned (progress lines ending in \\r pass too)."""
+    error, pending = None, b''
+    for chunk in iter(lambda: stream.read1(4096), b''):
+        pending += chunk
+        while True:
+            cut = max(pending.rfind(b'\n'), pending.rfind(b'\r'))
+            if cut < 0:
+                break
+            for piece in pending[:cut + 1].splitlines(keepends=True):
+                text = piece.decode('utf-8', 'replace')
+                if text.startswith('error: '):
+                    error = text[len('error: '):].strip()
+                else:
+                    sys.stderr.write(text)
+            pending = pending[cut + 1:]
+    sys.stderr.write(pending.decode('utf-8', 'replace'))
+    sys.stderr.flush()
+    return error
 
 
 def positive_int(text):

@@ -27,7 +27,6 @@ import argparse
 import csv
 import io
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -62,32 +61,8 @@ def translate_model(model, args, workdir):
            '-p', str(args.p), '--alignments', out + '.jsonl', model] + args.dictionaries + [
            args.source, out + '.txt'] + (['-n'] if args.n else [])
     print('translating %s with %s' % (args.source, model), file=sys.stderr)
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
-    error = forward_stderr(proc.stderr)
-    if proc.wait() != 0:
-        raise InputError('translate.py on %s failed: %s'
-                         % (model, error or 'exit status %d' % proc.returncode))
+    cli.run_command(cmd, 'translate.py on %s' % model)
     return out + '.jsonl'
-
-
-def forward_stderr(stream):
-    """Copy a child's stderr to ours except its 'error:' line, which is returned."""
-    error, pending = None, b''
-    for chunk in iter(lambda: stream.read1(4096), b''):
-        pending += chunk
-        while True:
-            cut = max(pending.rfind(b'\n'), pending.rfind(b'\r'))
-            if cut < 0:
-                break
-            for piece in pending[:cut + 1].splitlines(keepends=True):
-                text = piece.decode('utf-8', 'replace')
-                if text.startswith('error: '):
-                    error = text[len('error: '):].strip()
-                else:
-                    sys.stderr.write(text)
-            pending = pending[cut + 1:]
-    sys.stderr.flush()
-    return error
 
 
 def load_inputs(paths, args, need_previous=True):

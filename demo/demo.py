@@ -119,20 +119,8 @@ class Children(object):
 
 def run_quiet(cmd, what, threads):
     """Run a short command; its output is shown only when it fails."""
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                          env=child_env(threads))
-    if proc.returncode != 0:
-        lines = (proc.stderr.strip() or proc.stdout.strip() or '').splitlines()
-        raise DemoError('%s failed: %s' % (what, lines[-1] if lines
-                                           else 'exit status %d' % proc.returncode))
-    return proc
-
-
-def last_error(lines, rc):
-    err = [l for l in lines if l.startswith('error:')]
-    if err:
-        return err[-1][len('error:'):].strip()
-    return lines[-1] if lines else 'exit status %d' % rc
+    return cli.run_command(cmd, what, quiet=True, error=DemoError, cwd=ROOT,
+                           env=child_env(threads))
 
 
 # ---------------------------------------------------------------- step 1
@@ -247,7 +235,7 @@ class Training(object):
     def result(self, rc):
         if rc != 0:
             raise DemoError('training %s failed: %s' % (
-                self.run['name'], last_error(read_lines(self.run['output'], allow_empty=True),
+                self.run['name'], cli.child_error(read_lines(self.run['output'], allow_empty=True),
                                              rc)))
         if not os.path.exists(self.run['model']):
             raise DemoError('training %s wrote no model file' % self.run['name'])
@@ -294,7 +282,7 @@ def translate(args, run, children):
     rc = proc.wait()
     if rc != 0 or not os.path.exists(run['hypotheses']):
         raise DemoError('translating with %s failed: %s'
-                        % (run['name'], last_error(errors, rc)))
+                        % (run['name'], cli.child_error(errors, rc)))
     seconds = time.time() - t0
     log('[%s] translated the test set in %s' % (run['name'], fmt_time(seconds)))
     return round(seconds, 1)

@@ -28,7 +28,6 @@ prepares it with pipeline/preprocess.py (100 BPE merges).
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
@@ -200,10 +199,9 @@ def translate_command(args, data, hyp_bpe):
 
 
 def run(cmd):
+    """Run one step, shown first as a shell line; its error line ends ours."""
     print('+ ' + _q(cmd), file=sys.stderr, flush=True)
-    rc = subprocess.call(cmd)
-    if rc != 0:
-        raise cli.CommandError('command failed with exit status %d: %s' % (rc, _q(cmd)))
+    cli.run_command(cmd, os.path.basename(cmd[1] if cmd[0] == sys.executable else cmd[0]))
 
 
 def make_tiny_data(args, data):
