@@ -45,7 +45,7 @@ from cli import CommandError, Interrupted, error_message
 from data_parallel import GradientExchange, compile_data_parallel
 from model_io import load_archive_extras, load_params
 from optimizers import training_functions
-from progress import format_duration
+from progress import Progress
 from run_lock import ModelLock
 from stop_requests import StopRequests, signal_name
 from training_log import TrainingLog
@@ -471,49 +471,3 @@ class NoLog(object):
 
     def close(self):
         pass
-
-
-class Progress(object):
-    """Rates (updates/s, target words/s) and an ETA for the display lines."""
-
-    def __init__(self, finish_after, max_epochs, pairs_per_epoch):
-        self.start = time.time()
-        self.updates = self.words = self.sentences = self.pairs_done = 0
-        self.recent_cost = self.recent_words = self.recent_updates = 0
-        self.finish_after = finish_after
-        self.total_pairs = (max_epochs * pairs_per_epoch) if pairs_per_epoch else None
-
-    def add(self, n_sentences, n_words, cost=0.):
-        """An update on ``n_sentences`` sentences with ``n_words`` target
-        words; ``cost``: the batch's mean cost per sentence."""
-        self.updates += 1
-        self.sentences += n_sentences
-        self.words += n_words
-        self.recent_cost += float(cost) * n_sentences
-        self.recent_words += n_words
-        self.recent_updates += 1
-
-    def take_recent_cost(self):
-        """(cost per target word, number of updates) since the last call."""
-        figures = (self.recent_cost / max(self.recent_words, 1), self.recent_updates)
-        self.recent_cost = self.recent_words = self.recent_updates = 0
-        return figures
-
-    def figures(self, uidx):
-        """(updates/s, target words/s, ETA in seconds or None)."""
-        elapsed = max(time.time() - self.start, 1e-9)
-        ups, wps = self.updates / elapsed, self.words / elapsed
-        etas = []
-        if self.finish_after < 10000000:
-            etas.append((self.finish_after - uidx) / max(ups, 1e-9))
-        if self.total_pairs:
-            etas.append((self.total_pairs - self.pairs_done) /
-                        max(self.sentences / elapsed, 1e-9))
-        return ups, wps, (min(etas) if etas else None)
-
-    @staticmethod
-    def text(ups, wps, eta):
-        text = '%.2f upd/s %.0f words/s' % (ups, wps)
-        if eta is not None:
-            text += ' ETA %s' % format_duration(eta)
-        return text
