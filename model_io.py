@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import pickle
+import re
 import tempfile
 import warnings
 import zipfile
@@ -85,15 +86,25 @@ def atomic_write_files(files):
         raise error from None
 
 
+def _new_temporary(path):
+    """(descriptor, name) of a new empty file beside ``path``, named
+    '.NAME.XXXXXXXX.tmp' (temporaries_of matches such names)."""
+    return tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                            prefix='.' + os.path.basename(path) + '.', suffix='.tmp')
+
+
+def temporaries_of(names):
+    """A compiled pattern of the names of the temporary files (_new_temporary)
+    of the files whose names match the regular expression ``names``."""
+    return re.compile(r'\.(?:%s)\.[A-Za-z0-9_]+\.tmp$' % names)
+
+
 def _write_temporary(path, write_fn, mode):
     """The name of a new temporary file beside ``path`` that ``write_fn``
     wrote, flushed and fsync'ed (CommandError naming ``path`` if a write
     fails; nothing is left then)."""
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory,
-                                   prefix='.' + os.path.basename(path) + '.',
-                                   suffix='.tmp')
+        fd, tmp = _new_temporary(path)
     except OSError as e:
         raise write_error(path, e) from None
     try:
@@ -154,8 +165,7 @@ def check_writable(path):
     if os.path.isdir(path):
         raise CommandError('%s: cannot write: it is a directory' % path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                   prefix='.' + os.path.basename(path) + '.', suffix='.tmp')
+        fd, tmp = _new_temporary(path)
     except OSError as e:
         raise write_error(path, e) from None
     os.close(fd)

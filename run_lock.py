@@ -22,7 +22,7 @@ import re
 import weakref
 
 from cli import CommandError
-from model_io import remove_if_there, write_error
+from model_io import remove_if_there, temporaries_of, write_error
 from training_state import resume_path, with_suffix
 
 
@@ -101,7 +101,7 @@ def remove_stale_temporaries(saveto):
     .best_bleu, .current) that a kill cut short (model_io.atomic_write names
     them '.NAME.XXXXXXXX.tmp'): whoever holds the lock owns them."""
     folder = os.path.dirname(os.path.abspath(saveto))
-    stale = re.compile(r'\.(%s)(\.pkl|\.json)?\.[a-z0-9_]{8}\.tmp$' % '|'.join(
+    stale = temporaries_of(r'(%s)(\.pkl|\.json)?' % '|'.join(
         _checkpoint_names(os.path.basename(saveto))))
     for name in os.listdir(folder):
         if stale.match(name):
