@@ -90,7 +90,8 @@ def error_message(error):
 
 def run_command(cmd, what, quiet=False, error=CommandError, **popen_args):
     """Run a child command to its end; when it fails, ``error('WHAT failed:
-    ...')`` with the child's own error line (child_error).  ``quiet``: its
+    ...')`` with the child's own error line (child_error); when a signal
+    interrupted it (status 130 or 143), Interrupted with its status.  ``quiet``: its
     output is captured (the CompletedProcess's stdout, text) and shown only
     in the error; else it goes through, all but the child's error line."""
     if quiet:
@@ -101,6 +102,9 @@ def run_command(cmd, what, quiet=False, error=CommandError, **popen_args):
         line = forward_stderr(child.stderr)
         proc = subprocess.CompletedProcess(cmd, child.wait())
         lines = ['error: ' + line] if line else []
+    signum = proc.returncode - 128
+    if signum in (signal.SIGINT, signal.SIGTERM):   # the child said so itself
+        raise Interrupted(signum, '%s ended by %s' % (what, signal.Signals(signum).name))
     if proc.returncode != 0:
         raise error('%s failed: %s' % (what, child_error(lines, proc.returncode)))
     return proc

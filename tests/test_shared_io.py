@@ -120,3 +120,17 @@ def test_progress_line_rate_and_eta(monkeypatch):
     clock[0] = 105.0
     line.finish()
     assert out.getvalue().endswith('10/10 sentences, 2.00 sentences/s, ETA 0:00:00\n')
+
+
+def test_a_child_command_that_fails_or_is_interrupted():
+    """cli.run_command: the child's own error line; a child interrupted by
+    SIGTERM (status 143) ends the parent as interrupted, with that status."""
+    import cli
+    import pytest
+    fails = [sys.executable, '-c', 'import sys; print("error: x.txt: no such file", '
+             'file=sys.stderr); sys.exit(1)']
+    with pytest.raises(cli.CommandError, match='^step failed: x.txt: no such file$'):
+        cli.run_command(fails, 'step', quiet=True)
+    with pytest.raises(cli.Interrupted) as raised:
+        cli.run_command([sys.executable, '-c', 'import sys; sys.exit(143)'], 'step')
+    assert raised.value.status == 143 and str(raised.value) == 'step ended by SIGTERM'
