@@ -72,6 +72,7 @@ DEFAULT_OPTIONS = OrderedDict([
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
     ('external_validation_script', None), ('reload_model_only', False),
     ('init', 'glorot+unigram'),
+    ('dropout_embedding', 0.), ('dropout_context', 0.), ('dropout_readout', 0.),
 ])
 
 # what a reloaded model keeps from its saved options (the graph's shape)
@@ -115,6 +116,13 @@ def check_options(options):
         raise InputError(str(e))
     if options['encoder'] not in layers.LAYERS:
         raise InputError('encoder must be gru, not %r' % options['encoder'])
+    for name in DROPOUT_RATES:
+        if not 0. <= options.get(name, 0.) < 1.:
+            raise InputError('--%s must be at least 0 and below 1, not %r'
+                             % (name, options[name]))
+    if options.get('use_dropout') and options.get('dropout_readout', 0.) > 0.:
+        raise InputError('--use_dropout (dl4mt\'s readout dropout) and --dropout_readout '
+                         'are two dropouts of the same layer: give one')
 
 
 # --------------------------------------------------------------------------
@@ -198,17 +206,18 @@ def itemlist(tparams):
 # --------------------------------------------------------------------------
 # graphs
 
-def build_encoder(tparams, options, x, x_mask=None):
-    """Bidirectional GRU annotations ctx (T x n x 2d) and s0 (n x d)."""
+def build_encoder(tparams, options, x, x_mask=None, dropout=None):
+    """Bidirectional GRU annotations ctx (T x n x 2d) and s0 (n x d);
+    dropout: the training graph's Dropout (its embedding dropout)."""
     n_timesteps, n_samples = x.shape[0], x.shape[1]
     enc = get_layer(options['encoder'])[1]
+    emb = tparams['Wemb'][x.flatten()]
+    emb = emb.reshape([n_timesteps, n_samples, options['dim_word']])
+    if dropout is not None:
+        emb = dropout.embedding(emb)
 
-    def embed(ids):
-        emb = tparams['Wemb'][ids.flatten()]
-        return emb.reshape([n_timesteps, n_samples, options['dim_word']])
-
-    proj = enc(tparams, embed(x), options, prefix='encoder', mask=x_mask)
-    projr = enc(tparams, embed(x[::-1]), options, prefix='encoder_r',
+    proj = enc(tparams, emb, options, prefix='encoder', mask=x_mask)
+    projr = enc(tparams, emb[::-1], options, prefix='encoder_r',
                 mask=None if x_mask is None else x_mask[::-1])
     ctx = tensor.concatenate([proj[0], projr[0][::-1]], axis=2)
     if x_mask is None:
@@ -248,9 +257,46 @@ def readout_layer(tparams, options, dec):
 
 
 def readout_dropout(readout, options, use_noise, trng):
+    """dl4mt's dropout of the readout (--use_dropout: part of the model,
+    halved at test time); the inverted --dropout_readout is Dropout's."""
     if options['use_dropout']:
         return dropout_layer(readout, use_noise, trng)
     return readout
+
+
+# the training graph's inverted dropouts (docs/training.md#dropout)
+DROPOUT_RATES = ('dropout_embedding', 'dropout_context', 'dropout_readout')
+
+
+class Dropout(object):
+    """The inverted dropouts of the training graph: while use_noise is 1,
+    each unit is zeroed with probability ``rate`` and the others are scaled
+    by 1 / (1 - rate); otherwise (validation, translation) nothing changes,
+    so a model trained with them translates with the plain graph."""
+
+    def __init__(self, options, use_noise, trng):
+        self.rates = {name: options.get(name, 0.) for name in DROPOUT_RATES}
+        self.use_noise, self.trng = use_noise, trng
+
+    def apply(self, name, value):
+        rate = self.rates[name]
+        if not rate:
+            return value
+        keep = 1. - rate
+        mask = self.trng.binomial(value.shape, p=keep, n=1, dtype=value.dtype)
+        return tensor.switch(self.use_noise, value * mask * numpy.float32(1. / keep), value)
+
+    def embedding(self, emb):
+        """The source or target word embeddings, each unit of each word."""
+        return self.apply('dropout_embedding', emb)
+
+    def context(self, ctx):
+        """The encoder's annotations, as the decoder attends to and reads them."""
+        return self.apply('dropout_context', ctx)
+
+    def readout(self, readout):
+        """The readout layer t, before the output layer (or dl4mt's dropout)."""
+        return self.apply('dropout_readout', readout)
 
 
 # a readout unit is saturated at a position where |t| > SATURATED (tanh'
@@ -288,16 +334,18 @@ def build_model(tparams, options):
     opt_ret = dict()
     trng = RandomStreams(1234)
     use_noise = theano.shared(numpy.float32(0.))
+    dropout = Dropout(options, use_noise, trng)
     x = tensor.matrix('x', dtype='int64')
     x_mask = tensor.matrix('x_mask', dtype='float32')
     y = tensor.matrix('y', dtype='int64')
     y_mask = tensor.matrix('y_mask', dtype='float32')
 
-    ctx, init_state = build_encoder(tparams, options, x, x_mask)
+    ctx, init_state = build_encoder(tparams, options, x, x_mask, dropout)
+    ctx = dropout.context(ctx)
 
     n_timesteps_trg, n_samples = y.shape[0], y.shape[1]
     emb = tparams['Wemb_dec'][y.flatten()]
-    emb = emb.reshape([n_timesteps_trg, n_samples, options['dim_word']])
+    emb = dropout.embedding(emb.reshape([n_timesteps_trg, n_samples, options['dim_word']]))
     # shifted: row 0 is zeros, row t is y[t-1]'s embedding
     emb = tensor.set_subtensor(tensor.zeros_like(emb)[1:], emb[:-1])
 
@@ -311,7 +359,7 @@ def build_model(tparams, options):
 
     readout = readout_layer(tparams, options, dec)
     opt_ret['readout_saturation'] = saturated_positions(readout, y_mask)
-    hidden = readout_dropout(readout, options, use_noise, trng)
+    hidden = dropout.readout(readout_dropout(readout, options, use_noise, trng))
     cost = sentence_costs(tparams, options, hidden, y, y_mask)
     return trng, use_noise, x, x_mask, y, y_mask, opt_ret, cost
 

@@ -40,14 +40,23 @@ OPTION_HELP = {
                            'authors (their sampler\'s; docs/equations.md)'),
     'n_words_src': ('model', 'source vocabulary: words of a higher id read as UNK'),
     'n_words': ('model', 'target vocabulary: words of a higher id read as UNK'),
-    'use_dropout': ('model', 'dropout on the readout (0.5, as dl4mt)'),
+    'use_dropout': ('model', 'dropout on the readout (0.5, as dl4mt: part of the model, '
+                             'halved when translating)'),
+    'dropout_embedding': ('model', 'training only: drop each unit of the source and target '
+                                   'word embeddings with this probability (inverted '
+                                   'dropout; 0: none; docs/training.md#dropout)'),
+    'dropout_context': ('model', 'training only: dropout of the encoder\'s annotations '
+                                 'that the decoder attends to'),
+    'dropout_readout': ('model', 'training only: inverted dropout of the readout layer '
+                                 '(instead of --use_dropout)'),
     'tie_embeddings': ('model', 'the output layer is the transposed input embeddings'),
     'init': ('model', 'initial parameters: glorot (rectangular matrices Glorot-uniform, '
                       'the embeddings and output weights uniform in +-sqrt(3/dim_word) as '
                       'Marian\'s) or dl4mt (0.01 * N(0,1), the original\'s), square ones '
                       'orthogonal in both; +unigram: the output bias starts at the log '
                       'word frequencies of the training targets (docs/training.md)'),
-    'seed': ('model', 'random seed of the initial parameters, the data order and dropout'),
+    'seed': ('model', 'random seed of the initial parameters and the data order (the dropout '
+                      'noise is seeded with 1234, as in dl4mt)'),
     # data
     'maxlen': ('data', 'longest training sentence in tokens: longer pairs are skipped'),
     'batch_size': ('data', 'sentences per update'),
