@@ -54,6 +54,21 @@ class WorkerLost(CommandError):
     """Another worker died or MPI failed: the run cannot go on."""
 
 
+def mpirun_command(n_workers, command):
+    """``command`` as n_workers MPI workers on this machine (Open MPI's
+    mpirun), and the environment it needs: as root, Open MPI's consent to
+    run; more workers than free cores allowed."""
+    import shutil
+    mpirun = shutil.which('mpirun')
+    if mpirun is None:
+        raise LaunchError('%d workers need mpirun (Open MPI: bash setup.sh installs it)'
+                          % n_workers)
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe='1')
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
+    return [mpirun, '-np', str(n_workers)] + list(command), env
+
+
 def _env_int(names):
     for name in names:
         value = os.environ.get(name, '')

@@ -47,6 +47,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import cli
+import distributed
 from model_io import load_json, write_json, write_text
 from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, parse_with_extra, run
 from text_io import InputError, read_lines
@@ -231,9 +232,12 @@ def train_and_score(args):
     if args.threads:
         for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
             os.environ[var] = str(args.threads)
+    env = None
+    if args.workers > 1:
+        cmd, env = distributed.mpirun_command(args.workers, cmd)
     os.makedirs(args.model_dir, exist_ok=True)
     write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
-    run(cmd)
+    run(cmd, env=env)
     trained = time.time()
     model = selected_model(args)
     translations = translate_test_sets(args, data, model)
@@ -247,7 +251,8 @@ def train_and_score(args):
     updates, best_bleu, best_cost = validation_summary(events)
     parts = training_parts(events)
     result = {'decoder': args.decoder, 'seed': args.seed, 'command': _q(cmd),
-              'commit': commit(), 'threads': args.threads, 'updates': updates,
+              'commit': commit(), 'threads': args.threads, 'workers': args.workers,
+              'updates': updates,
               'train_wall_seconds': round(sum(p['seconds'] for p in parts), 1),
               'training_parts': parts,
               # training plus translating and scoring the test sets
@@ -262,7 +267,10 @@ def train_and_score(args):
 
 def dry_run(args, data):
     print('# train')
-    print(_q(nmt_command(args, data, ['N_WORDS_SRC', 'N_WORDS'])))
+    cmd = nmt_command(args, data, ['N_WORDS_SRC', 'N_WORDS'])
+    if args.workers > 1:
+        cmd = distributed.mpirun_command(args.workers, cmd)[0]
+    print(_q(cmd))
     print('# the test sets, concatenated into %s: translate, then per set undo BPE, '
           'detokenise, score' % os.path.join(args.model_dir, 'tests.bpe.' + SRC))
     print(_q(translate_command(args, data, model_path(args, '.best_bleu'))))
@@ -278,6 +286,10 @@ def parse_args(argv):
                    help='a tiny model for a few updates (tests)')
     p.add_argument('--threads', type=cli.positive_int, default=0,
                    help='BLAS/OpenMP threads of each command (default: every core)')
+    p.add_argument('--workers', type=cli.positive_int, default=1,
+                   help='train as this many MPI workers, each on its share of every batch '
+                        '(data-parallel: the same updates; docs/distributed.md); each takes '
+                        'an equal share of the cores unless --threads says otherwise')
     p.add_argument('decoder', metavar='DECODER',
                    help='a decoder variant: baseline, mean, attentive, ...')
     p.add_argument('seed', metavar='SEED', type=int)

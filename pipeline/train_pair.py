@@ -198,10 +198,12 @@ def translate_command(args, data, hyp_bpe):
             data.dicts[0], data.dicts[1], data.test_src, hyp_bpe]
 
 
-def run(cmd):
-    """Run one step, shown first as a shell line; its error line ends ours."""
+def run(cmd, env=None):
+    """Run one step, shown first as a shell line; its error line ends ours
+    (env: the step's environment, when not ours)."""
     print('+ ' + _q(cmd), file=sys.stderr, flush=True)
-    cli.run_command(cmd, os.path.basename(cmd[1] if cmd[0] == sys.executable else cmd[0]))
+    program = next((a for a in cmd if a.endswith('.py')), cmd[0])
+    cli.run_command(cmd, os.path.basename(program), env=env)
 
 
 def make_tiny_data(args, data):

@@ -852,18 +852,18 @@ def bench_allreduce(n_floats, repeats):
 def compare_workers(args, argv):
     """One process on every core, then --workers N under mpirun: the figures
     side by side and the ratio of words/s."""
+    import distributed
     rest = [a for a in argv if not a.startswith('--workers')]
     if '--workers' in argv:
         del rest[argv.index('--workers')]
     cores = theano_env.usable_cores()
     script = os.path.abspath(__file__)
     runs = OrderedDict()
-    for label, cmd, threads in (
-            ('one_process', [sys.executable, script] + rest, cores),
-            ('workers', [shutil_which('mpirun'), '-np', str(args.workers), sys.executable,
-                         script] + rest, max(1, cores // args.workers))):
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
-                   OMPI_MCA_rmaps_base_oversubscribe='1')
+    one_process = [sys.executable, script] + rest
+    for label, (cmd, env), threads in (
+            ('one_process', (one_process, dict(os.environ)), cores),
+            ('workers', distributed.mpirun_command(args.workers, one_process),
+             max(1, cores // args.workers))):
         for var in theano_env.THREAD_VARIABLES:
             env[var] = str(threads)
         log('running (%d threads a process): %s' % (threads, ' '.join(cmd)))
@@ -880,14 +880,6 @@ def compare_workers(args, argv):
                               runs['workers']['words_per_sec'] /
                               runs['one_process']['words_per_sec'], 3))])
     print(json.dumps(result))
-
-
-def shutil_which(name):
-    import shutil
-    path = shutil.which(name)
-    if path is None:
-        raise cli.CommandError('--workers needs %s (bash setup.sh installs Open MPI)' % name)
-    return path
 
 
 def main(argv=None):

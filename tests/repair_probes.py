@@ -147,6 +147,31 @@ def probe_scan_reorder():
     expect_on_gpu(fn, 'GpuScan')
 
 
+def probe_scan_output_address():
+    """Scan's loop, after a step that wrote its output where it was told (a
+    running state of 16 MB), decides in constant time that nothing is to be
+    copied: its own time per step, beside the inner function's, stays far
+    below that of comparing 16 MB (16 ms on the 2-core test machine; 0.1-0.2
+    ms with scan_output_address)."""
+    x0 = tensor.matrix('x0')
+    h, _ = theano.scan(lambda prev: prev * np.float32(0.5) + np.float32(1.), outputs_info=x0,
+                       n_steps=20)
+    fn = theano.function([x0], h[-1])
+    scan_op = next(node.op for node in fn.maker.fgraph.toposort()
+                   if type(node.op).__name__ == 'Scan')
+    start = np.ones((2000, 2000), dtype='float32')
+    want = np.ones_like(start)
+    for _ in range(20):
+        want = want * np.float32(0.5) + np.float32(1.)
+    overheads = []
+    for _ in range(5):
+        expect_close(fn(start), want)
+        overheads.append((scan_op.t_call - scan_op.t_fn) / 20)
+    assert min(overheads) < 0.002, (
+        'scan spends %.1f ms a step outside its inner function with a 16 MB state: '
+        'it compares the outputs\' contents' % (1000 * min(overheads)))
+
+
 def probe_integer_max_min():
     """maximum/minimum of int64 values that a double cannot hold exactly."""
     x, y = tensor.lvector('x'), tensor.lvector('y')
