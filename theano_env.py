@@ -41,10 +41,10 @@ import glob
 import logging
 import os
 import sys
-import sysconfig
 import warnings
 
 import distributed
+import theano_flags
 import theano_repairs
 
 # Theano 1.1.2 triggers these with numpy 1.23 / Python 3.11; they are noise.
@@ -168,20 +168,6 @@ def limit_threads(n):
 _ADDED = "NMT_THEANO_FLAGS_ADDED"
 
 
-def _parse_flags(flags):
-    """{name: value} of a THEANO_FLAGS string (dots as '__'; the last wins)."""
-    parsed = {}
-    for part in flags.split(","):
-        key, _, value = part.partition("=")
-        if key.strip():
-            parsed[key.strip().replace(".", "__")] = value.strip()
-    return parsed
-
-
-def _flag_given(flags, name):
-    return name in _parse_flags(flags)
-
-
 def configure(allow_gc=None):
     """Set THEANO_FLAGS defaults; must run before the first ``import theano``."""
     flags = os.environ.get("THEANO_FLAGS", "")
@@ -203,8 +189,8 @@ def configure(allow_gc=None):
     if kind:
         # Theano's cuDNN code targets cuDNN 5-7
         defaults.append(("dnn__enabled", "False"))
-    extra = ["%s=%s" % (k, v) for k, v in defaults if not _flag_given(flags, k)]
-    os.environ["THEANO_FLAGS"] = ",".join([f for f in [flags] + extra if f])
+    extra = ["%s=%s" % (k, v) for k, v in defaults if not theano_flags.given(flags, k)]
+    os.environ["THEANO_FLAGS"] = theano_flags.with_defaults(flags, defaults)
     # what we added, for device_env (a child on another device gets its own)
     added = [f for f in os.environ.get(_ADDED, "").split(",") if f]
     os.environ[_ADDED] = ",".join(added + extra)
@@ -223,17 +209,13 @@ SETUP_COMMAND = {"cuda": "bash setup.sh --gpu", "opencl": "bash setup.sh --openc
 _REEXEC_MARK = "NMT_GPU_REEXEC"
 
 
-def _flag_value(flags, name):
-    return _parse_flags(flags).get(name, "")
-
-
 def gpu_kind(flags=None):
     """'cuda' or 'opencl' when THEANO_FLAGS asks for such a device (device or
     init_gpu_device), else None."""
     flags = os.environ.get("THEANO_FLAGS", "") if flags is None else flags
     for name in ("device", "init_gpu_device"):
         for kind in GPU_LINKS:
-            if _flag_value(flags, name).startswith(kind):
+            if theano_flags.value(flags, name).startswith(kind):
                 return kind
     return None
 
@@ -250,9 +232,8 @@ def device_env(device, env=None):
     not a fork, so it may open its own GPU context)."""
     env = dict(os.environ if env is None else env)
     ours = set(env.pop(_ADDED, "").split(","))
-    flags = [f for f in env.get("THEANO_FLAGS", "").split(",")
-             if f.strip() and f not in ours and f.partition("=")[0].strip() != "device"]
-    env["THEANO_FLAGS"] = ",".join(flags + ["device=%s" % device])
+    flags = ",".join(f for f in env.get("THEANO_FLAGS", "").split(",") if f not in ours)
+    env["THEANO_FLAGS"] = theano_flags.with_values(flags, [("device", device)])
     env.pop("THEANO_GPU_IS_ALREADY_ACTIVE", None)
     return env
 
@@ -260,7 +241,7 @@ def device_env(device, env=None):
 def _fail(reason):
     """One line on stderr and exit status 1."""
     sys.stderr.write("error: GPU requested (THEANO_FLAGS device=%s) but %s\n"
-                     % (_flag_value(os.environ.get("THEANO_FLAGS", ""), "device")
+                     % (theano_flags.value(os.environ.get("THEANO_FLAGS", ""), "device")
                         or "cpu", reason))
     sys.stderr.flush()
     raise SystemExit(1)

@@ -27,7 +27,7 @@
    attention over the source and over the previous words for one test
    sentence, the models side by side).
 
-Theano runs with ``optimizer=fast_compile`` (see DEMO_THEANO_FLAGS); flags in
+Theano runs with ``optimizer=fast_compile`` (DEMO_THEANO_FLAGS); flags in
 THEANO_FLAGS win.  Any failing step stops the demo with one ``error: ...``
 line on stderr and exit status 1.
 """
@@ -49,6 +49,7 @@ from demo import report  # noqa: E402  (no Theano import in this process)
 from demo import toy_corpus  # noqa: E402
 from bleu import corpus_bleu_tokenized  # noqa: E402
 import cli  # noqa: E402
+import theano_flags  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
 from model_io import count_archive_params, load_json, remove_if_there, write_json  # noqa: E402
 from stop_requests import stop_path  # noqa: E402
@@ -60,7 +61,7 @@ DEFAULT_MODELS = ('baseline', 'attentive')
 # Graph optimisations of Theano's fast_compile level, C code for every op:
 # less to compile on an empty cache than the default fast_run (the speed-up and
 # the training speed were not measured side by side on a quiet machine).
-DEMO_THEANO_FLAGS = 'optimizer=fast_compile'
+DEMO_THEANO_FLAGS = [('optimizer', 'fast_compile')]
 # BLAS and OpenMP threads of each process (--threads): two processes side by
 # side on the project's 2-core machine ran faster with 1 each than with 2
 # (docs/demo.md, "Threads per process")
@@ -87,8 +88,8 @@ def child_env(threads):
     """The environment of the demo's processes: its Theano flags (the user's
     win) and ``threads`` BLAS and OpenMP threads (unless the user set them)."""
     env = dict(os.environ, PYTHONUNBUFFERED='1')
-    user = env.get('THEANO_FLAGS', '')
-    env['THEANO_FLAGS'] = DEMO_THEANO_FLAGS + (',' + user if user else '')
+    env['THEANO_FLAGS'] = theano_flags.with_defaults(env.get('THEANO_FLAGS', ''),
+                                                     DEMO_THEANO_FLAGS)
     for name in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
         env.setdefault(name, str(threads))
     return env

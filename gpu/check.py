@@ -34,10 +34,9 @@ def parse_args(argv=None):
 
 def _ask_for_gpu():
     """device=cuda unless THEANO_FLAGS already names a device (before theano_env)."""
-    flags = os.environ.get('THEANO_FLAGS', '')
-    keys = [p.partition('=')[0].strip() for p in flags.split(',')]
-    if 'device' not in keys:
-        os.environ['THEANO_FLAGS'] = ','.join(f for f in ['device=cuda', flags] if f)
+    import theano_flags
+    os.environ['THEANO_FLAGS'] = theano_flags.with_defaults(
+        os.environ.get('THEANO_FLAGS', ''), [('device', 'cuda')])
 
 
 if __name__ == '__main__':
@@ -49,6 +48,7 @@ if __name__ == '__main__':
 import theano_env  # noqa: E402,F401  (must come before theano)
 
 import cli  # noqa: E402
+import theano_flags  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -267,7 +267,8 @@ def start_cpu_reference(path, seed):
     cmd = [sys.executable, os.path.abspath(__file__), '--cpu-reference', path,
            '--seed', str(seed)]
     env = theano_env.device_env('cpu')
-    env['THEANO_FLAGS'] += ',mode=FAST_COMPILE'  # the same graphs, compiled sooner
+    # the same graphs, compiled sooner
+    env['THEANO_FLAGS'] = theano_flags.with_values(env['THEANO_FLAGS'], [('mode', 'FAST_COMPILE')])
     return subprocess.Popen(cmd, env=env)
 
 

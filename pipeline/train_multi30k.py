@@ -36,7 +36,6 @@ for a few updates (TINY_SETTINGS: the whole path in a minute, for tests).
 ``--threads N`` runs BLAS and OpenMP on N threads (two runs side by side on a
 2-core machine: one each).
 """
-import argparse
 import gzip
 import os
 import subprocess

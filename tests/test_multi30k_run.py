@@ -4,6 +4,7 @@ with the batched search, the best-BLEU model kept), translation of the three
 test sets and their scores in result.json."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -31,13 +32,27 @@ def train(*args, cwd):
                           env=dict(QUICK_ENV, PYTHON=sys.executable))
 
 
+# the baseline trains as 2 MPI workers, with the training graph's dropouts
+WORKERS = {'baseline': 2, 'mean': 1, 'attentive': 1}
+DROPOUTS = ['--dropout_embedding', '0.1', '--dropout_context', '0.1', '--dropout_readout', '0.1']
+
+
 @pytest.mark.parametrize('decoder', ['baseline', 'mean', 'attentive'])
 def test_tiny_run_of_each_decoder(prepared, tmp_path, decoder):
     models = tmp_path / 'runs'
-    proc = train('--tiny', '--threads', 1, decoder, 3, prepared, models, cwd=tmp_path)
+    workers = WORKERS[decoder]
+    if workers > 1 and shutil.which('mpirun') is None:
+        pytest.skip('no mpirun on this machine (bash setup.sh installs Open MPI)')
+    extra = ['--'] + DROPOUTS if workers > 1 else []
+    proc = train('--tiny', '--threads', 1, '--workers', workers, decoder, 3, prepared, models,
+                 *extra, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((models / 'result.json').read_text())
     assert result['decoder'] == decoder and result['seed'] == 3
+    assert result['workers'] == workers
+    assert ('mpirun -np 2 ' in result['command']) == (workers > 1)
+    if workers > 1:
+        assert '--dropout_readout 0.1' in result['command']
     assert result['updates'] == 8 and result['selected_model'] == 'model.best_bleu.npz'
     assert '--seed 3' in result['command'] and '--use_dropout' not in result['command']
     [part] = result['training_parts']
