@@ -164,13 +164,17 @@ def table(runs, data_dir, n_samples):
 def portable_command(command, data_dir, runs_dir):
     """``command`` as run from the project's root with the README's layout:
     the interpreter .venv/bin/python, nmt.py without its folder, the data
-    under data/multi30k and the runs under runs/multi30k."""
+    under data/multi30k and the runs under runs/multi30k; an MPI launcher
+    (``mpirun -np N``, train_multi30k.sh --workers) stays in front."""
     import shlex
     places = [(os.path.abspath(data_dir), 'data/multi30k'),
               (os.path.abspath(runs_dir), 'runs/multi30k')]
     words = shlex.split(command)
-    out = ['.venv/bin/python'] + [os.path.basename(w) if w.endswith('/nmt.py') else w
-                                  for w in words[1:]]
+    launcher = []
+    if words and os.path.basename(words[0]) == 'mpirun':
+        launcher, words = ['mpirun'] + words[1:3], words[3:]
+    out = launcher + ['.venv/bin/python'] + [
+        os.path.basename(w) if w.endswith('/nmt.py') else w for w in words[1:]]
     for i, word in enumerate(out):
         for old, new in places:
             if word == old or word.startswith(old + os.sep):

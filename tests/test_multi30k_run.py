@@ -160,3 +160,13 @@ def test_training_parts_of_a_resumed_run():
     assert training_parts(events) == [
         {'from_update': 0, 'to_update': 70, 'seconds': 90.5},
         {'from_update': 70, 'to_update': 120, 'seconds': 75.0}]
+
+
+def test_the_command_of_a_run_as_workers_keeps_its_launcher():
+    import importlib
+    results = importlib.import_module('evaluation.multi30k_results')
+    command = ('/usr/bin/mpirun -np 2 /opt/x/.venv/bin/python /opt/x/nmt.py --model '
+               '/scratch/runs/baseline-seed1/model.npz --datasets /d/m30k/train.bpe.en --reload')
+    assert results.portable_command(command, '/d/m30k', '/scratch/runs') == (
+        'mpirun -np 2 .venv/bin/python nmt.py --model runs/multi30k/baseline-seed1/model.npz '
+        '--datasets data/multi30k/train.bpe.en --reload')
