@@ -29,7 +29,6 @@ It prints the table.  A run folder without result.json (still training) is
 skipped with a note.
 """
 import glob
-import json
 import os
 import shutil
 import statistics
