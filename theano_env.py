@@ -189,7 +189,7 @@ def configure(allow_gc=None):
     if kind:
         # Theano's cuDNN code targets cuDNN 5-7
         defaults.append(("dnn__enabled", "False"))
-    extra = ["%s=%s" % (k, v) for k, v in defaults if not theano_flags.given(flags, k)]
+    extra = theano_flags.missing(flags, defaults)
     os.environ["THEANO_FLAGS"] = theano_flags.with_defaults(flags, defaults)
     # what we added, for device_env (a child on another device gets its own)
     added = [f for f in os.environ.get(_ADDED, "").split(",") if f]

@@ -30,11 +30,15 @@ def given(flags, name):
     return _key(name) in parse(flags)
 
 
+def missing(flags, defaults):
+    """The ``name=value`` items of ``defaults`` whose flag ``flags`` does not give."""
+    return ['%s=%s' % (name, v) for name, v in defaults if not given(flags, name)]
+
+
 def with_defaults(flags, defaults):
     """``flags`` with each ``(name, value)`` of ``defaults`` added where
     ``flags`` does not give that flag (the given ones win)."""
-    extra = ['%s=%s' % (name, v) for name, v in defaults if not given(flags, name)]
-    return ','.join([f for f in [flags] + extra if f])
+    return ','.join([f for f in [flags] + missing(flags, defaults) if f])
 
 
 def with_values(flags, values):

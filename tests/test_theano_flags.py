@@ -28,3 +28,8 @@ def test_values_replace_what_is_given():
     assert theano_flags.with_values('', [('device', 'cpu')]) == 'device=cpu'
     assert theano_flags.with_values('init_gpu_device=cuda, device = cuda0,',
                                     [('device', 'cpu')]) == 'init_gpu_device=cuda,device=cpu'
+
+
+def test_missing_names_what_with_defaults_adds():
+    assert theano_flags.missing('floatX=float32', [('floatX', 'float64'), ('openmp', 'False')]) \
+        == ['openmp=False']
