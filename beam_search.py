@@ -20,7 +20,7 @@ given the ones it names.
 """
 import numpy
 
-from vocab import EOS, UNK
+from machinery.vocab import EOS, UNK
 
 # f_next always gets at least this many rows (the last one repeated): BLAS
 # (OpenBLAS) computes the product of a matrix of a few rows with other
@@ -255,6 +255,20 @@ def length_sorted_batches(sources, batch_size):
     (longest first)."""
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
     return [order[b:b + batch_size] for b in range(0, len(order), batch_size)]
+
+
+def sorted_batches(sources, batch_size):
+    """The batches [(index, source ids)] of length_sorted_batches."""
+    return [[(i, sources[i]) for i in indices]
+            for indices in length_sorted_batches(sources, batch_size)]
+
+
+def search_batch(samplers, batch, k, maxlen, **options):
+    """[(index, hypotheses)] of a batch [(index, source ids ending with eos)]:
+    the batched search over the samplers (batch_beam_search and its options)."""
+    x, x_mask = padded_batch([ids for _, ids in batch])
+    beams = batch_beam_search(samplers, x, x_mask, k, maxlen, **options)
+    return [(index, hyps) for (index, _), hyps in zip(batch, beams)]
 
 
 def sample(f_init, f_next, x, maxlen, argmax=False):

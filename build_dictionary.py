@@ -28,9 +28,9 @@ import sys
 
 import numpy
 
-import cli
-from model_io import save_dictionary
-from text_io import InputError, iter_lines
+from machinery import cli
+from machinery.model_io import save_dictionary
+from machinery.text_io import InputError, iter_lines
 
 _PROGRESS_EVERY = 1000000
 _ASCII_WHITESPACE = ' \t\n\r\x0b\x0c'

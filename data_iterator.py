@@ -38,10 +38,10 @@ import zlib
 
 import numpy
 
-from model_io import load_dictionary
-from text_io import (InputError, check_readable, one_line as _one_line,
-                     open_binary as _open_binary)
-from vocab import words_to_ids
+from machinery.model_io import load_dictionary
+from machinery.text_io import (InputError, check_readable, one_line as _one_line,
+                               open_binary as _open_binary)
+from machinery.vocab import words_to_ids
 
 _CHUNK = 1 << 20
 

@@ -20,15 +20,33 @@ from collections import OrderedDict, namedtuple
 
 import numpy
 
-import theano_env  # noqa: F401  (configures Theano before its import)
+from machinery import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
-import fast_ops
+from machinery import fast_ops
 
 
 def _p(prefix, name):
     return '%s_%s' % (prefix, name)
+
+
+# --------------------------------------------------------------------------
+# parameters as Theano shared variables (dl4mt's helpers, named as there):
+# the arrays of a params dict -> shared variables, and back
+
+def init_tparams(params):
+    return OrderedDict((k, theano.shared(v, name=k)) for k, v in params.items())
+
+
+def zipp(params, tparams):
+    """Sets the shared variables ``tparams`` to the arrays of ``params``."""
+    for k, v in params.items():
+        tparams[k].set_value(v)
+
+
+def unzip(tparams):
+    return OrderedDict((k, v.get_value()) for k, v in tparams.items())
 
 
 # --------------------------------------------------------------------------

@@ -5,7 +5,7 @@ scoring (``pred_probs``) and the training loop (``train``), with dl4mt's
 names and signatures; ``gen_sample`` (beam_search.py) is re-exported.  The
 equations are those of ``docs/equations.md``; the layers and the
 decoder registry live in ``layers.py``, the optimisers in ``optimizers.py``,
-the data in ``data_iterator.py``, the checkpoints in ``training_state.py``,
+the data in ``data_iterator.py``, the checkpoints in ``machinery/training_state.py``,
 the training loop (shared with language_model/lm.py) in ``training_loop.py``.
 
     python nmt.py --model model.npz --datasets SRC TRG --dictionaries DSRC DTRG \\
@@ -13,7 +13,7 @@ the training loop (shared with language_model/lm.py) in ``training_loop.py``.
 """
 import sys
 
-import theano_env  # noqa: F401  (must come before theano)
+from machinery import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     # Training keeps intermediate results between calls: 4-9% faster steps at
     # the papers' size, about twice the memory (THEANO_FLAGS=allow_gc=True
@@ -32,23 +32,24 @@ import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
-import cli
-import distributed
-import fast_ops
+from machinery import cli
+from machinery import distributed
+from machinery import fast_ops
 import layers
-import model_io
+from machinery import model_io
 from layers import get_layer, dropout_layer
 from beam_search import gen_sample  # noqa: F401 (dl4mt API)
-from beam_search import batch_beam_search, length_sorted_batches, padded_batch, ranked
+from beam_search import ranked, search_batch, sorted_batches
 from data_iterator import TextIterator, count_words, prepare_data  # noqa: F401 (dl4mt API)
-from model_io import load_params, load_options, load_dictionary
+from machinery.model_io import load_params, load_options, load_dictionary
 from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (dl4mt names)
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
-from text_io import InputError, count_lines, read_lines
+from machinery.text_io import InputError, count_lines, read_lines
 from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
-from training_options import OptionTable
-from training_loop import Progress, init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
-import vocab
+from machinery.training_options import OptionTable
+from layers import init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
+from training_loop import Progress  # noqa: F401 (dl4mt API)
+from machinery import vocab
 
 # --------------------------------------------------------------------------
 # options
@@ -787,10 +788,8 @@ def translate_file(sampler, options, source_path, source_dict, target_idict,
     sources = [vocab.sentence_ids(line, source_dict, options['n_words_src'])
                for line in read_lines(source_path, what='source sentences')]
     out = [None] * len(sources)
-    for indices in length_sorted_batches(sources, VALID_BEAM_BATCH):
-        x, x_mask = padded_batch([sources[i] for i in indices])
-        for i, hyps in zip(indices, batch_beam_search([sampler], x, x_mask, k, maxlen,
-                                                      keep_attention=False)):
+    for batch in sorted_batches(sources, VALID_BEAM_BATCH):
+        for i, hyps in search_batch([sampler], batch, k, maxlen, keep_attention=False):
             out[i] = ' '.join(vocab.ids_to_words(ranked(hyps, normalize)[0][0].words,
                                                  target_idict))
     return out
@@ -798,7 +797,7 @@ def translate_file(sampler, options, source_path, source_dict, target_idict,
 
 def _bleu(hyps, ref_path, postprocess):
     """Corpus BLEU of hyps (after the postprocess command) against ref_path."""
-    import bleu
+    from machinery import bleu
     if postprocess:
         proc = subprocess.run(postprocess, shell=True, input='\n'.join(hyps) + '\n',
                               capture_output=True, text=True, encoding='utf-8')

@@ -20,11 +20,11 @@ collection, so that both styles can run in one process.
 """
 import numpy
 
-import theano_env  # noqa: F401  (configures Theano before its import)
+from machinery import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
-import fast_ops
+from machinery import fast_ops
 
 
 def clip_gradients(grads, clip_c):

@@ -11,19 +11,19 @@ authors' sampler (docs/equations.md#the-authors-inference), whose costs are thos
 translate.py.  The dictionaries default to those named in the model's
 options.  OUTPUT ('-' = stdout) appears only once every pair is scored.
 """
-import theano_env  # noqa: F401  (must come before theano)
+from machinery import theano_env  # noqa: F401  (must come before theano)
 
 import sys
 
 import numpy
 
-import cli
+from machinery import cli
 import layers
 
-from model_io import check_writable, file_as_named_or_beside, load_dictionary, write_text
-from progress import ProgressLine
-from text_io import InputError, read_lines
-from vocab import words, words_to_ids
+from machinery.model_io import check_writable, file_as_named_or_beside, load_dictionary, write_text
+from machinery.progress import ProgressLine
+from machinery.text_io import InputError, read_lines
+from machinery.vocab import words, words_to_ids
 
 
 def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):

@@ -37,37 +37,24 @@ from collections import OrderedDict, namedtuple
 
 import numpy
 
-import theano_env  # noqa: F401  (configures Theano before its import)
-import theano
+from machinery import distributed
+from machinery.cli import CommandError, Interrupted, error_message
+from machinery.model_io import load_archive_extras, load_params
+from machinery.progress import Progress
+from machinery.run_lock import ModelLock
+from machinery.stop_requests import StopRequests, signal_name
+from machinery.training_log import TrainingLog
+from machinery.training_state import (TrainingState, save_model, save_checkpoint,
+                                      load_checkpoint, resume_path, usable_resume_file,
+                                      with_suffix)
 
-import distributed
-from cli import CommandError, Interrupted, error_message
 from data_parallel import GradientExchange, compile_data_parallel
-from model_io import load_archive_extras, load_params
+from layers import init_tparams, unzip, zipp
 from optimizers import training_functions
-from progress import Progress
-from run_lock import ModelLock
-from stop_requests import StopRequests, signal_name
-from training_log import TrainingLog
-from training_state import (TrainingState, save_model, save_checkpoint, load_checkpoint,
-                            resume_path, usable_resume_file, with_suffix)
 
 
 class TrainingError(CommandError):
     """Training cannot go on (a NaN cost, say); the last checkpoint is kept."""
-
-
-def init_tparams(params):
-    return OrderedDict((k, theano.shared(v, name=k)) for k, v in params.items())
-
-
-def zipp(params, tparams):
-    for k, v in params.items():
-        tparams[k].set_value(v)
-
-
-def unzip(tparams):
-    return OrderedDict((k, v.get_value()) for k, v in tparams.items())
 
 
 # inputs: the arrays f_grad_shared takes, sentences along axis 1 (the

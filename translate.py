@@ -26,27 +26,26 @@ r, r + N, ...; each worker one process, ``-p`` is not used), rank 0 reads
 SOURCE and gathers the translations: the output is byte for byte that of
 one process, as every batch is decoded alike wherever it is decoded.
 """
-import theano_env  # noqa: F401  (must come before theano)
+from machinery import theano_env  # noqa: F401  (must come before theano)
 
 import contextlib
 import json
-import os
 import sys
 from collections import namedtuple
 
 import numpy
 
-import cli
-import distributed
+from machinery import cli
+from machinery import distributed
 import layers
-import model_io
-import nbest
-import unk_replace
-import vocab
-from beam_search import batch_beam_search, length_sorted_batches, padded_batch, ranked
-from progress import ProgressLine
-from text_io import InputError, read_lines
-from worker_processes import WorkerPool
+from machinery import model_io
+from machinery import nbest
+from machinery import unk_replace
+from machinery import vocab
+from beam_search import ranked, search_batch, sorted_batches
+from machinery.progress import ProgressLine
+from machinery.text_io import InputError, read_lines
+from machinery.worker_processes import WorkerPool
 
 DEFAULT_BATCH_SIZE = 16
 
@@ -150,11 +149,8 @@ class Translator(object):
     def translate(self, batch):
         """[(index, hypotheses)] of a batch [(index, source ids)]."""
         s = self.search
-        x, x_mask = padded_batch([ids for _, ids in batch])
-        beams = batch_beam_search(self.samplers, x, x_mask, s.k, s.maxlen,
-                                  suppress_unk=s.suppress_unk,
-                                  keep_attention=s.keep_attention)
-        return [(idx, hyps) for (idx, _), hyps in zip(batch, beams)]
+        return search_batch(self.samplers, batch, s.k, s.maxlen, suppress_unk=s.suppress_unk,
+                            keep_attention=s.keep_attention)
 
 
 def _start_translator(models, search):
@@ -166,9 +162,7 @@ def _start_translator(models, search):
 def translate_all(models, sources, search, n_process, world=distributed.SingleProcess()):
     """Yield [(index, hypotheses)] batch by batch (in no particular order):
     of every batch, or of worker ``world.rank``'s share of them."""
-    batches = [[(i, sources[i]) for i in indices]
-               for indices in length_sorted_batches(sources, search.batch_size)]
-    batches = batches[world.rank::world.size]
+    batches = sorted_batches(sources, search.batch_size)[world.rank::world.size]
     if n_process <= 1 or world.size > 1:
         translator = Translator(models, search)
         for batch in batches:

@@ -33,14 +33,14 @@ import tempfile
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
+from machinery import cli
 from analysis import attention_positions
 from analysis import attention_records
 from analysis import attention_trees
 from analysis import parseval
-from model_io import write_json, write_text
-from progress import ProgressLine
-from text_io import InputError, open_binary, read_lines
+from machinery.model_io import write_json, write_text
+from machinery.progress import ProgressLine
+from machinery.text_io import InputError, open_binary, read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
 
@@ -139,7 +139,7 @@ def cmd_positions(args):
     if args.csv:
         write_text(args.csv, positions_csv(results))
     if args.png:
-        from analysis import plots
+        from machinery import plots
         plots.positions_figure([r for _, r in results],
                                         [label for label, _ in results], args.png)
 
@@ -158,7 +158,7 @@ def cmd_matrix(args):
     records = [pick(recs, args.index, path) for (_, recs), path in zip(inputs, args.inputs)]
     if panels == ['previous'] and not any(r.previous for r in records):
         raise InputError('no input has attention over previous words (baseline decoder)')
-    from analysis import plots
+    from machinery import plots
     plots.matrices_figure(records, [label for label, _ in inputs], args.png,
                                    panels)
 
@@ -188,7 +188,7 @@ def cmd_trees(args):
         if args.right_branching:
             drawn.append((right, record.words, 'right-branching'))
     if args.png:
-        from analysis import plots
+        from machinery import plots
         plots.trees_figure(drawn, args.png)
     write_text(args.out, ''.join(line + '\n' for line in lines))
 

@@ -25,8 +25,8 @@ import json
 
 import numpy
 
-import vocab
-from text_io import InputError, iter_lines, read_lines
+from machinery import vocab
+from machinery.text_io import InputError, iter_lines, read_lines
 
 EOS = '<eos>'
 START_ITEMS = {'training': 1, 'authors': 2}

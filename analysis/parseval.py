@@ -16,7 +16,7 @@ reference parses in Penn Treebank brackets, one per line (NAACL section 8.2).
 """
 import re
 
-from text_io import InputError
+from machinery.text_io import InputError
 
 UNESCAPE = {'-LRB-': '(', '-RRB-': ')', '-LSB-': '[', '-RSB-': ']', '-LCB-': '{',
             '-RCB-': '}', '``': '"', "''": '"', '&quot;': '"', '&apos;': "'",

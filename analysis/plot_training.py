@@ -1,4 +1,4 @@
-"""Plot training runs from their training logs (MODEL.log.jsonl, training_log.py).
+"""Plot training runs from their training logs (MODEL.log.jsonl, machinery/training_log.py).
 
     python analysis/plot_training.py MODEL.npz.log.jsonl [MORE.log.jsonl ...]
         --png curves.png [--labels NAME,NAME...] [--reference 'NAME:U=C,U=C,...']
@@ -20,9 +20,9 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli  # noqa: E402
-from text_io import InputError  # noqa: E402
-from training_log import read_training_log  # noqa: E402
+from machinery import cli  # noqa: E402
+from machinery.text_io import InputError  # noqa: E402
+from machinery.training_log import read_training_log  # noqa: E402
 
 
 def curves(events):
@@ -73,7 +73,7 @@ def summary(label, events):
 def plot(runs, png, references=()):
     """runs: [(label, events)]; references: [(label, [(update, cost)])];
     the two panels into ``png``."""
-    from analysis import plots
+    from machinery import plots
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
     for label, events in runs:
         for ax, key in zip(axes, ('cost', 'valid')):

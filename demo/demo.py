@@ -8,12 +8,12 @@
    DIR/data and builds its dictionaries;
 2. trains the two models at the same time (one nmt.py process each, same
    settings and seed, ``--threads`` BLAS and OpenMP threads each), validating
-   every ``--valid_every`` updates.  The demo follows each run through its
-   training log (MODEL.log.jsonl, training_log.py).  Each one stops as soon
+   every ``--valid-every`` updates.  The demo follows each run through its
+   training log (MODEL.log.jsonl, machinery/training_log.py).  Each one stops as soon
    as it has converged by the rule of ``demo/convergence.py`` (its validation
-   cost per target token is below ``--target_cost``, or has stopped
-   improving): the demo then asks it to stop (MODEL.stop, stop_requests.py);
-   or when its budget of ``--max_updates`` updates is spent: "out of budget".
+   cost per target token is below ``--target-cost``, or has stopped
+   improving): the demo then asks it to stop (MODEL.stop, machinery/stop_requests.py);
+   or when its budget of ``--max-updates`` updates is spent: "out of budget".
    The budget is in updates, so the verdict does not depend on the machine's
    speed.  The model evaluated holds the parameters of the run's best
    validation;
@@ -46,16 +46,16 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = ROOT
 
 from demo import report  # noqa: E402  (no Theano import in this process)
-from demo import toy_corpus  # noqa: E402
-from bleu import corpus_bleu_tokenized  # noqa: E402
-import cli  # noqa: E402
-import theano_flags  # noqa: E402
+from machinery import toy_corpus  # noqa: E402
+from machinery.bleu import corpus_bleu_tokenized  # noqa: E402
+from machinery import cli  # noqa: E402
+from machinery import theano_flags  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
-from model_io import count_archive_params, load_json, remove_if_there, write_json  # noqa: E402
-from stop_requests import stop_path  # noqa: E402
-from text_io import read_lines  # noqa: E402
-from training_log import LogReader, log_path  # noqa: E402
-from training_state import resume_path  # noqa: E402
+from machinery.model_io import count_archive_params, load_json, remove_if_there, write_json  # noqa: E402
+from machinery.stop_requests import stop_path  # noqa: E402
+from machinery.text_io import read_lines  # noqa: E402
+from machinery.training_log import LogReader, log_path  # noqa: E402
+from machinery.training_state import resume_path  # noqa: E402
 
 DEFAULT_MODELS = ('baseline', 'attentive')
 # Graph optimisations of Theano's fast_compile level, C code for every op:
@@ -174,8 +174,8 @@ def train_command(args, run, data):
 
 class Training(object):
     """Follows one nmt.py run through its training log (MODEL.log.jsonl,
-    training_log.py): progress, validations, the stopping rule.  Once the
-    run has converged it asks it to stop (the stop file, stop_requests.py);
+    machinery/training_log.py): progress, validations, the stopping rule.  Once the
+    run has converged it asks it to stop (the stop file, machinery/stop_requests.py);
     nmt.py ends it after the update in progress, at --finish_after (the
     update budget) otherwise."""
 
@@ -445,27 +445,27 @@ def parse_args(argv):
                    help='comma-separated decoder variants (layers.VARIANTS), trained '
                         'side by side (default %(default)s)')
     g = p.add_argument_group('stopping rule and budget')
-    g.add_argument('--target_cost', type=float, default=0.02,
+    g.add_argument('--target-cost', type=float, default=0.02,
                    help='converged once the validation cost is at most this many nats '
                         'per target token (default %(default)s)')
-    g.add_argument('--plateau_window', type=cli.positive_int, default=10,
+    g.add_argument('--plateau-window', type=cli.positive_int, default=10,
                    help='... or once the best validation cost has improved by less than '
-                        '--plateau_gain in this many validations (default %(default)s)')
-    g.add_argument('--plateau_gain', type=float, default=0.02,
+                        '--plateau-gain in this many validations (default %(default)s)')
+    g.add_argument('--plateau-gain', type=float, default=0.02,
                    help='relative gain (default %(default)s)')
-    g.add_argument('--max_updates', type=cli.positive_int, default=4000,
+    g.add_argument('--max-updates', type=cli.positive_int, default=4000,
                    help='out of budget after this many updates, whatever the machine\'s '
                         'speed (default %(default)s)')
     g.add_argument('--threads', type=cli.positive_int, default=DEFAULT_THREADS,
                    help='BLAS and OpenMP threads of each process (default %(default)s; '
                         'OPENBLAS_NUM_THREADS and OMP_NUM_THREADS win)')
-    g.add_argument('--valid_every', type=cli.positive_int, default=100,
+    g.add_argument('--valid-every', type=cli.positive_int, default=100,
                    help='validation and checkpoint frequency, updates (default %(default)s)')
     g = p.add_argument_group('corpus and model (defaults are what the demo was tuned with)')
     g.add_argument('--train', type=cli.positive_int, default=20000, help='training pairs')
     g.add_argument('--dev', type=cli.positive_int, default=300, help='validation pairs')
     g.add_argument('--test', type=cli.positive_int, default=300, help='test pairs')
-    g.add_argument('--data_seed', type=int, default=1)
+    g.add_argument('--data-seed', type=int, default=1)
     g.add_argument('--seed', type=int, default=1234, help='training seed (every model)')
     g.add_argument('--dim_word', type=cli.positive_int, default=64)
     g.add_argument('--dim', type=cli.positive_int, default=64)
@@ -479,10 +479,10 @@ def parse_args(argv):
                    help='learning rate (unused by adadelta)')
     g.add_argument('--clip_c', type=float, default=-1.0,
                    help='gradient norm clipping (<= 0: none)')
-    g.add_argument('--disp_every', type=cli.positive_int, default=100)
+    g.add_argument('--disp-every', type=cli.positive_int, default=100)
     g.add_argument('--beam', type=cli.positive_int, default=5)
     g.add_argument('--examples', type=int, default=4, help='translations shown')
-    g.add_argument('--figure_sentence', type=int,
+    g.add_argument('--figure-sentence', type=int,
                    help='test sentence of the attention figure (default: chosen)')
     args = p.parse_args(argv)
     check_args(p, args)
@@ -503,13 +503,13 @@ def check_args(p, args):
         if not args.seeds or len(set(args.seeds)) != len(args.seeds):
             p.error('--seeds: distinct integers')
     if not args.target_cost > 0:
-        p.error('--target_cost must be positive')
+        p.error('--target-cost must be positive')
     if not 0 <= args.plateau_gain < 1:
-        p.error('--plateau_gain must be in [0, 1)')
+        p.error('--plateau-gain must be in [0, 1)')
     if args.examples < 0:
         p.error('--examples must be at least 0')
     if args.figure_sentence is not None and not 0 <= args.figure_sentence < args.test:
-        p.error('--figure_sentence must be a test sentence index (0 to %d)' % (args.test - 1))
+        p.error('--figure-sentence must be a test sentence index (0 to %d)' % (args.test - 1))
 
 
 def main(argv=None):

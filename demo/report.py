@@ -3,7 +3,7 @@ the choice of the attention figure's sentence, and the mean and spread of
 the figures over several seeds."""
 import statistics
 
-from demo import toy_corpus
+from machinery import toy_corpus
 
 BINS = ['%d-%d' % b for b in toy_corpus.DISTANCE_BINS]
 COLORS = ['#7f7f7f', '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728']
@@ -108,7 +108,7 @@ def print_report(results, log):
 # ---------------------------------------------------------------- chart
 def plot_results(runs, target_cost, path):
     """Validation curves, BLEU, and agreement accuracy by distance."""
-    from analysis import plots
+    from machinery import plots
     fig, axes = plots.plt.subplots(1, 3, figsize=(14, 3.9))
     ax = axes[0]
     for r, color in zip(runs, COLORS):

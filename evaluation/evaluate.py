@@ -44,11 +44,11 @@ import numpy
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import bleu
-import cli
-from model_io import write_json
-from progress import ProgressLine
-from text_io import InputError, read_lines
+from machinery import bleu
+from machinery import cli
+from machinery.model_io import write_json
+from machinery.progress import ProgressLine
+from machinery.text_io import InputError, read_lines
 
 ALPHA = 0.05
 # Show bootstrap progress above this many sentence draws (about a second).

@@ -21,11 +21,11 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-from bleu import corpus_bleu
-from model_io import write_json
-from text_io import InputError, read_lines
-from vocab import words
+from machinery import cli
+from machinery.bleu import corpus_bleu
+from machinery.model_io import write_json
+from machinery.text_io import InputError, read_lines
+from machinery.vocab import words
 
 DEFAULT_EDGES = (10, 15, 20, 25)
 
@@ -71,7 +71,7 @@ def format_rows(rows, labels):
 
 
 def plot_rows(rows, labels, png, title='BLEU by source length'):
-    from analysis import plots
+    from machinery import plots
     fig, ax = plots.plt.subplots(figsize=(6.4, 4))
     x = range(len(rows))
     for k, label in enumerate(labels):

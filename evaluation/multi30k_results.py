@@ -27,6 +27,10 @@ Writes into OUT:
 
 It prints the table.  A run folder without result.json (still training) is
 skipped with a note.
+
+``--at N`` gathers the runs as scored at an equal budget of N updates
+(``train_multi30k.sh --score-at N``: each run's ``at-N/`` folder), with the
+validation curves up to update N.
 """
 import glob
 import os
@@ -37,11 +41,11 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-from model_io import load_json, write_json, write_text
-from text_io import InputError, read_lines
-from training_log import read_training_log
-from vocab import words
+from machinery import cli
+from machinery.model_io import load_json, write_json, write_text
+from machinery.text_io import InputError, read_lines
+from machinery.training_log import read_training_log
+from machinery.vocab import words
 
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 SHORT = {'test_2016_flickr': 'test2016', 'test_2017_flickr': 'test2017',
@@ -50,20 +54,26 @@ BASELINE = 'baseline'
 LENGTH_TEST_SET = 'test_2016_flickr'
 
 
-def find_runs(runs_dir):
-    """[(folder, result)] of the finished runs, by decoder then seed."""
+LOG = 'model.npz.log.jsonl'
+
+
+def find_runs(runs_dir, at=None):
+    """[(folder, result)] of the finished runs, by decoder then seed; with
+    ``at``, their scores at that budget (folder: the run's at-N/)."""
     runs = []
-    for folder in sorted(glob.glob(os.path.join(runs_dir, '*'))):
-        result_path = os.path.join(folder, 'result.json')
-        if not os.path.isdir(folder):
+    for run_dir in sorted(glob.glob(os.path.join(runs_dir, '*'))):
+        if not os.path.isdir(run_dir):
             continue
+        folder = os.path.join(run_dir, 'at-%d' % at) if at else run_dir
+        result_path = os.path.join(folder, 'result.json')
         if not os.path.exists(result_path):
             print('note: %s has no result.json (still training?): left out' % folder,
                   file=sys.stderr)
             continue
         runs.append((folder, load_json(result_path)))
     if not runs:
-        raise InputError('%s: no run folder with a result.json' % runs_dir)
+        raise InputError('%s: no run folder with a %sresult.json'
+                         % (runs_dir, 'at-%d/' % at if at else ''))
     return sorted(runs, key=lambda r: (r[1]['decoder'] != BASELINE, r[1]['decoder'],
                                        r[1]['seed']))
 
@@ -108,7 +118,7 @@ def pooled_bootstrap(runs, data_dir, decoder, test_set, n_samples):
     """Paired bootstrap p of ``decoder`` against the baseline on ``test_set``:
     the translations of every seed both have, concatenated (None when they
     share no seed)."""
-    from bleu import bleu_metric
+    from machinery.bleu import bleu_metric
     from evaluation.evaluate import paired_bootstrap_p
     hyps, refs, _, seeds = pooled(runs, data_dir, (BASELINE, decoder), test_set)
     if not seeds or n_samples <= 0:
@@ -181,23 +191,32 @@ def portable_command(command, data_dir, runs_dir):
     return ' '.join(shlex.quote(w) for w in out)
 
 
+def training_log_of(folder):
+    """The training log of the run whose results are in ``folder`` (the run's
+    folder, or its at-N/)."""
+    if os.path.basename(folder).startswith('at-'):
+        folder = os.path.dirname(folder)
+    return os.path.join(folder, LOG)
+
+
 def copy_logs(runs, out):
     """Each run's training log into OUT/logs/; {folder: the copy's name}."""
     os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
     names = {}
     for folder, result in runs:
         name = '%s-seed%d.log.jsonl' % (result['decoder'], result['seed'])
-        shutil.copyfile(os.path.join(folder, 'model.npz.log.jsonl'),
-                        os.path.join(out, 'logs', name))
+        shutil.copyfile(training_log_of(folder), os.path.join(out, 'logs', name))
         names[folder] = os.path.join('logs', name)
     return names
 
 
-def plot_validation(runs, png):
-    from analysis import plots
+def plot_validation(runs, png, at=None):
+    """Validation cost and BLEU of every run (up to update ``at``)."""
+    from machinery import plots
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
     for folder, result in runs:
-        events = read_training_log(os.path.join(folder, 'model.npz.log.jsonl'))
+        events = [e for e in read_training_log(training_log_of(folder))
+                  if at is None or e['uidx'] <= at]
         label = '%s seed %d' % (result['decoder'], result['seed'])
         for ax, event, key in ((axes[0], 'validation', 'cost'), (axes[1], 'bleu', 'bleu')):
             points = [(e['uidx'], e[key]) for e in events if e['event'] == event]
@@ -209,7 +228,7 @@ def plot_validation(runs, png):
 
 
 def gather(args):
-    runs = find_runs(args.runs_dir)
+    runs = find_runs(args.runs_dir, args.at)
     os.makedirs(args.out, exist_ok=True)
     logs = copy_logs(runs, args.out)
     write_json(os.path.join(args.out, 'results.json'),
@@ -220,7 +239,7 @@ def gather(args):
     lines = table(runs, args.data, args.bootstrap)
     lines += by_length(runs, args.data, os.path.join(args.out, 'by_length.png'))
     write_text(os.path.join(args.out, 'results.md'), '\n'.join(lines) + '\n')
-    plot_validation(runs, os.path.join(args.out, 'validation.png'))
+    plot_validation(runs, os.path.join(args.out, 'validation.png'), args.at)
     print('\n'.join(lines))
 
 
@@ -231,6 +250,8 @@ def parse_args(argv):
     p.add_argument('--out', required=True, help='the folder of results.json, logs/, ...')
     p.add_argument('--bootstrap', type=int, default=1000,
                    help='resamples of the paired bootstrap (0: none)')
+    p.add_argument('--at', type=cli.positive_int, metavar='N',
+                   help='the runs as scored at N updates (train_multi30k.sh --score-at N)')
     return p.parse_args(argv)
 
 

@@ -20,14 +20,14 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import theano_env  # noqa: F401  (must come before theano)
+from machinery import theano_env  # noqa: F401  (must come before theano)
 
-import cli
+from machinery import cli
 import layers
-from model_io import check_writable, write_text
-from nbest import format_score, read_nbest
+from machinery.model_io import check_writable, write_text
+from machinery.nbest import format_score, read_nbest
 from score import build_scorer, load_scoring_model, pair_ids, score_pairs
-from text_io import read_lines
+from machinery.text_io import read_lines
 
 
 def model_costs(path, args, source_lines, entries):

@@ -37,9 +37,9 @@ from collections import OrderedDict
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-from model_io import count_archive_params, load_json
-from text_io import InputError
+from machinery import cli
+from machinery.model_io import count_archive_params, load_json
+from machinery.text_io import InputError
 
 PAIR_ORDER = ['en-zh', 'es-en', 'en-de']
 # the authors' file names call the mean residual "average"
@@ -57,7 +57,7 @@ def count_params(run_dir):
     model = os.path.join(run_dir, 'model.npz')
     if os.path.exists(model + '.json') or os.path.exists(model + '.pkl'):
         try:
-            import model_io
+            from machinery import model_io
             import nmt
             return int(nmt.count_params(model_io.load_options(model)))
         except Exception:   # noqa: BLE001 - nmt/theano missing or old options
@@ -167,7 +167,7 @@ def markdown(header, table):
 
 
 def plot(path, pairs, decoders, by_key, title):
-    from analysis import plots
+    from machinery import plots
     labels = decoder_labels()
     width = 0.8 / max(len(decoders), 1)
     fig, ax = plots.plt.subplots(figsize=(4.2 + 2.0 * len(pairs), 4.0))

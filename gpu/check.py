@@ -4,7 +4,7 @@
     THEANO_FLAGS=device=opencl0:0 python gpu/check.py     # on an OpenCL device
 
 Runs with ``device=cuda`` (added to THEANO_FLAGS when it names no device) or
-the OpenCL device THEANO_FLAGS names; see theano_env.py for what happens when
+the OpenCL device THEANO_FLAGS names; see machinery/theano_env.py for what happens when
 the GPU does not come up.  Each case is
 built and run here on the GPU and, at the same time, in a child process with
 ``device=cpu`` (one process per device: Theano's scan compiles its inner graph
@@ -20,10 +20,15 @@ import argparse
 import os
 import sys
 
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from machinery import cli  # noqa: E402  (neither imports Theano)
+from machinery import theano_flags  # noqa: E402
+
 
 def parse_args(argv=None):
     """The options (before Theano: --help needs no GPU)."""
-    import cli
     p = cli.ArgumentParser(description='GPU check: GPU against CPU, graph by graph.')
     p.add_argument('--seed', type=int, default=None, help='default: from the clock')
     p.add_argument('--tolerance', type=float, default=1e-4,
@@ -34,21 +39,16 @@ def parse_args(argv=None):
 
 def _ask_for_gpu():
     """device=cuda unless THEANO_FLAGS already names a device (before theano_env)."""
-    import theano_flags
     os.environ['THEANO_FLAGS'] = theano_flags.with_defaults(
         os.environ.get('THEANO_FLAGS', ''), [('device', 'cuda')])
 
 
 if __name__ == '__main__':
-    # run as a file: import from the project root, not this folder
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ARGS = parse_args()
     _ask_for_gpu()
 
-import theano_env  # noqa: E402,F401  (must come before theano)
+from machinery import theano_env  # noqa: E402,F401  (must come before theano)
 
-import cli  # noqa: E402
-import theano_flags  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402

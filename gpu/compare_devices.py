@@ -6,7 +6,7 @@ Trains the demo's configuration (demo/demo.py's toy corpus, sizes and
 options; the baseline decoder unless --model names another variant) for
 --updates updates twice, once with THEANO_FLAGS=device=cpu and once on the
 device, the same seed and batches, logging the training cost of every update
-(training_log.py); then each model translates the first --sentences test
+(machinery/training_log.py); then each model translates the first --sentences test
 sentences on its own device with translate.py (beam 5, normalised scores).
 Prints the largest relative difference of the training costs, of the final
 parameters and of the translation scores, and how many translations differ;
@@ -25,11 +25,11 @@ if __name__ == '__main__':
 
 import numpy as np  # noqa: E402
 
-import cli  # noqa: E402
-import theano_env  # noqa: E402
+from machinery import cli  # noqa: E402
+from machinery import theano_env  # noqa: E402
 from demo import demo  # noqa: E402
-from text_io import read_lines  # noqa: E402
-from training_log import LogReader, log_path  # noqa: E402
+from machinery.text_io import read_lines  # noqa: E402
+from machinery.training_log import LogReader, log_path  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,8 +53,8 @@ def demo_settings(args):
     """demo.py's options, with this run's budget, logging every update."""
     settings = demo.parse_args(['--out', args.out, '--models', args.model,
                                 '--train', str(args.train),
-                                '--max_updates', str(args.updates), '--disp_every', '1',
-                                '--valid_every', str(args.updates)])
+                                '--max-updates', str(args.updates), '--disp-every', '1',
+                                '--valid-every', str(args.updates)])
     settings.data_dir = os.path.join(args.out, 'data')
     return settings
 

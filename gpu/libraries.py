@@ -35,7 +35,7 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli  # noqa: E402
+from machinery import cli  # noqa: E402
 
 DRIVER_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/local/nvidia/lib64',
                '/usr/local/nvidia/lib', '/usr/lib/wsl/lib', '/usr/lib']

@@ -36,7 +36,7 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import theano_env  # noqa: F401  (must come before theano)
+from machinery import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     theano_env.configure(allow_gc=False)   # as nmt.py: faster training steps
 
@@ -48,21 +48,21 @@ import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
-import cli
-import distributed
+from machinery import cli
+from machinery import distributed
 import layers
-import model_io
+from machinery import model_io
 import nmt
-import vocab
+from machinery import vocab
 from build_dictionary import build_dictionary
 from data_iterator import MonolingualIterator, prepare_monolingual
-from model_io import (file_as_named_or_beside, load_dictionary, load_options, load_params,
-                      save_dictionary)
+from machinery.model_io import (file_as_named_or_beside, load_dictionary, load_options,
+                                load_params, save_dictionary)
 from optimizers import OPTIMIZERS
-from progress import ProgressLine
-from text_io import InputError
+from machinery.progress import ProgressLine
+from machinery.text_io import InputError
 from training_loop import Compiled, Prepared, TrainingLoop
-from training_options import OptionTable
+from machinery.training_options import OptionTable
 
 MODEL_KIND = model_io.LANGUAGE_MODEL   # options['model_kind'] of every language_model/lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS

@@ -28,7 +28,7 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import theano_env  # noqa: F401  (must come before theano)
+from machinery import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     theano_env.configure(allow_gc=False)
 
@@ -40,14 +40,14 @@ import numpy
 import theano
 import theano.tensor as tensor
 
-import cli
+from machinery import cli
 from language_model import lm
-from demo import toy_corpus
-import vocab
+from machinery import toy_corpus
+from machinery import vocab
 from build_dictionary import build_dictionary
 from data_iterator import prepare_monolingual
-from model_io import load_archive_extras, save_dictionary, write_json, write_text
-from text_io import read_lines
+from machinery.model_io import load_archive_extras, save_dictionary, write_json, write_text
+from machinery.text_io import read_lines
 
 VARIANTS = OrderedDict([
     ('baseline', dict(residual='none')),
@@ -210,7 +210,7 @@ def table(results, args):
 def plot(results, args, path):
     """Dev perplexity during training; test perplexity (each seed, a line at
     the mean); agreement (the mean, a dot per seed)."""
-    from analysis import plots
+    from machinery import plots
     fig, (curves, ppl, agree) = plots.plt.subplots(1, 3, figsize=(15, 4.5),
                                              gridspec_kw={'width_ratios': [2, 1, 1]})
     groups = by_variant(results)
@@ -268,7 +268,7 @@ def parse_args(argv):
     ap.add_argument('--dev', type=cli.positive_int, default=500)
     ap.add_argument('--test', type=cli.positive_int, default=1000)
     ap.add_argument('--updates', type=cli.positive_int, default=4000)
-    ap.add_argument('--valid_freq', type=cli.positive_int, default=200)
+    ap.add_argument('--valid-freq', type=cli.positive_int, default=200)
     ap.add_argument('--encoder', default='lstm', choices=tuple(lm.layers.RECURRENT))
     ap.add_argument('--dim_word', type=int, default=32)
     ap.add_argument('--dim', type=int, default=64)
@@ -276,7 +276,7 @@ def parse_args(argv):
     ap.add_argument('--lrate', type=float, default=0.002)
     ap.add_argument('--seeds', type=int, nargs='+', default=[1234],
                     help='one training per variant and seed')
-    ap.add_argument('--corpus_seed', type=int, default=1)
+    ap.add_argument('--corpus-seed', type=int, default=1)
     ap.add_argument('--variants', nargs='+', default=list(VARIANTS)[:3],
                     choices=list(VARIANTS))
     return ap.parse_args(argv)

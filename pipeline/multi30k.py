@@ -77,11 +77,11 @@ import zlib
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-import model_io
+from machinery import cli
+from machinery import model_io
 from pipeline import preprocess
-from progress import ProgressLine
-from text_io import InputError, one_line
+from machinery.progress import ProgressLine
+from machinery.text_io import InputError, one_line
 
 BASE_URL = 'https://github.com/multi30k/dataset/raw/master'
 RAW_PATH = 'data/task1/raw'

@@ -48,7 +48,7 @@ references for tokenised BLEU), the dictionaries, the truecase models, the
 BPE codes (and vocabularies), and ``preprocess.json`` (the settings, read by ``postprocess``).
 Every output is written under a temporary name and renamed only when all
 steps have succeeded.  Ctrl-C, SIGTERM or a ``--jobs`` worker that dies end
-the command within a second with one line (worker_processes.py), its
+the command within a second with one line (machinery/worker_processes.py), its
 staging folder removed.
 
 postprocess::
@@ -82,10 +82,10 @@ from collections import Counter
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-import model_io
-from text_io import InputError, iter_lines
-from worker_processes import WorkerPool
+from machinery import cli
+from machinery import model_io
+from machinery.text_io import InputError, iter_lines
+from machinery.worker_processes import WorkerPool
 
 PROGRESS_EVERY = 100000
 SETS = ('train', 'dev', 'test')

@@ -31,6 +31,14 @@ Steps:
    command, updates, wall time, best validation BLEU and cost, BLEU per test
    set), which evaluation/multi30k_results.py gathers.
 
+``--score-at N`` trains nothing: it scores a run (trained or still training)
+as if it had stopped after N updates, for comparisons at equal budgets: the
+snapshot ``model.iterK.npz`` of its best validation BLEU among the
+validations up to update N (snapshots are written at every validation) is
+translated and scored as in steps 2 and 3, into ``MODEL_DIR/at-N/`` (its own
+``result.json``, with ``budget``: N; evaluation/multi30k_results.py --at N
+gathers these).
+
 ``--dry-run`` prints the commands and exits.  ``--tiny`` trains a tiny model
 for a few updates (TINY_SETTINGS: the whole path in a minute, for tests).
 ``--threads N`` runs BLAS and OpenMP on N threads (two runs side by side on a
@@ -45,12 +53,12 @@ import time
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-import distributed
-from model_io import load_json, write_json, write_text
+from machinery import cli
+from machinery import distributed
+from machinery.model_io import load_json, write_json, write_text
 from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, parse_with_extra, run
-from text_io import InputError, read_lines
-from training_log import read_training_log
+from machinery.text_io import InputError, read_lines
+from machinery.training_log import read_training_log
 
 SRC, TRG = 'en', 'de'
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
@@ -170,7 +178,7 @@ def translate_test_sets(args, data, model):
 def score_test_set(args, data, test_set, bpe_lines):
     """{'bleu_tok_lc': ..., 'sacrebleu_lc': ...} of a test set's translation;
     writes SET.hyp.tok and SET.hyp."""
-    import bleu
+    from machinery import bleu
     from pipeline.preprocess import undo_bpe
     from sacremoses import MosesDetokenizer
     hyps = [undo_bpe(line) for line in bpe_lines]
@@ -226,6 +234,64 @@ def write_lines(path, lines):
     write_text(path, ''.join(line + '\n' for line in lines))
 
 
+def translate_and_score(args, data, model):
+    """{test set: scores} of ``model``'s translations (files into args.model_dir)."""
+    translations = translate_test_sets(args, data, model)
+    tests = {}
+    for test_set in TEST_SETS:
+        tests[test_set] = score_test_set(args, data, test_set, translations[test_set])
+        print('%s: BLEU %.2f (tokenised, lowercased); sacreBLEU %s (lowercased)'
+              % (test_set, tests[test_set]['bleu_tok_lc'],
+                 tests[test_set].get('sacrebleu_lc', 'n/a')))
+    return tests
+
+
+def snapshot_at(model_dir, events, budget):
+    """(the best 'bleu' event up to update ``budget``, its snapshot's path)."""
+    bleus = [e for e in events if e['event'] == 'bleu' and e['uidx'] <= budget]
+    if not bleus:
+        raise InputError('%s: no validation BLEU up to update %d in its training log'
+                         % (model_dir, budget))
+    best = max(bleus, key=lambda e: e['bleu'])   # the earliest of equal scores
+    path = os.path.join(model_dir, 'model.iter%d.npz' % best['uidx'])
+    if not os.path.exists(path):
+        raise InputError('%s: no snapshot of update %d, the best validation BLEU up to '
+                         'update %d' % (path, best['uidx'], budget))
+    return best, path
+
+
+def score_at(args):
+    """--score-at: the run scored as if it had stopped after args.score_at updates."""
+    data = Data(args.data_dir)
+    data.check()
+    events = read_training_log(model_path(args) + '.log.jsonl')
+    if max(e['uidx'] for e in events) < args.score_at:
+        raise InputError('%s: the run has not reached update %d yet'
+                         % (args.model_dir, args.score_at))
+    best, snapshot = snapshot_at(args.model_dir, events, args.score_at)
+    run_dir, args.model_dir = args.model_dir, os.path.join(args.model_dir,
+                                                           'at-%d' % args.score_at)
+    os.makedirs(args.model_dir, exist_ok=True)
+    started = time.time()
+    tests = translate_and_score(args, data, snapshot)
+    within = [e for e in events if e['uidx'] <= args.score_at]
+    _, _, best_cost = validation_summary(within)
+    parts = training_parts(within)
+    result = dict(load_json(os.path.join(run_dir, 'result.json'))
+                  if os.path.exists(os.path.join(run_dir, 'result.json')) else {},
+                  decoder=args.decoder, seed=args.seed, budget=args.score_at,
+                  updates=args.score_at, best_valid_bleu=best['bleu'],
+                  best_valid_cost=best_cost, selected_model=os.path.basename(snapshot),
+                  train_wall_seconds=round(sum(p['seconds'] for p in parts), 1),
+                  training_parts=parts, scoring_seconds=round(time.time() - started, 1),
+                  test_beam=TINY_TEST_BEAM if args.tiny else TEST_BEAM, test=tests)
+    if 'command' not in result:
+        result['command'] = read_lines(os.path.join(run_dir, 'command.txt'))[0]
+    result.pop('total_wall_seconds', None)
+    write_json(os.path.join(args.model_dir, 'result.json'), result, indent=2)
+    print('result: %s' % os.path.join(args.model_dir, 'result.json'))
+
+
 def train_and_score(args):
     data = Data(args.data_dir)
     if args.dry_run:
@@ -243,13 +309,7 @@ def train_and_score(args):
     run(cmd, env=env)
     trained = time.time()
     model = selected_model(args)
-    translations = translate_test_sets(args, data, model)
-    tests = {}
-    for test_set in TEST_SETS:
-        tests[test_set] = score_test_set(args, data, test_set, translations[test_set])
-        print('%s: BLEU %.2f (tokenised, lowercased); sacreBLEU %s (lowercased)'
-              % (test_set, tests[test_set]['bleu_tok_lc'],
-                 tests[test_set].get('sacrebleu_lc', 'n/a')))
+    tests = translate_and_score(args, data, model)
     events = read_training_log(model_path(args) + '.log.jsonl')
     updates, best_bleu, best_cost = validation_summary(events)
     parts = training_parts(events)
@@ -293,6 +353,10 @@ def parse_args(argv):
                    help='train as this many MPI workers, each on its share of every batch '
                         '(data-parallel: the same updates; docs/distributed.md); each takes '
                         'an equal share of the cores unless --threads says otherwise')
+    p.add_argument('--score-at', type=cli.positive_int, metavar='N',
+                   help='train nothing: score the run in MODEL_DIR as if it had stopped '
+                        'after N updates (its best validation BLEU up to N), into '
+                        'MODEL_DIR/at-N/')
     p.add_argument('decoder', metavar='DECODER',
                    help='a decoder variant: baseline, mean, attentive, ...')
     p.add_argument('seed', metavar='SEED', type=int)
@@ -308,7 +372,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(cli.arguments(argv))
-    return cli.run(lambda: train_and_score(args))
+    return cli.run(lambda: score_at(args) if args.score_at else train_and_score(args))
 
 
 if __name__ == '__main__':

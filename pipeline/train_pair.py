@@ -33,10 +33,10 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import cli
-from model_io import load_json, write_json, write_text
+from machinery import cli
+from machinery.model_io import load_json, write_json, write_text
 from pipeline.preprocess import BPE_MARKS
-from text_io import InputError, read_lines
+from machinery.text_io import InputError, read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
 
@@ -218,7 +218,7 @@ def make_tiny_data(args, data):
 
 def final_evaluation(args, data):
     """Translate the test set, undo BPE, score, write bleu.json."""
-    import bleu
+    from machinery import bleu
     from pipeline.preprocess import Postprocessor, undo_bpe
     hyp_bpe = os.path.join(args.model_dir, 'test.hyp.bpe')
     run(translate_command(args, data, hyp_bpe))

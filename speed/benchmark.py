@@ -8,7 +8,7 @@
     mpirun -np N python speed/benchmark.py allreduce [--floats F] [--repeats R]
 
 train      builds the training graph exactly as ``nmt.train`` does (the C ops
-           of fast_ops.py, adadelta fused into one Theano function,
+           of machinery/fast_ops.py, adadelta fused into one Theano function,
            ``allow_gc=False``) and times N updates on random batches (ids
            uniform over the vocabulary, source and target lengths uniform in
            [maxlen//3, maxlen-1], a new batch each update), after a warm-up
@@ -71,8 +71,9 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import theano_env  # noqa: F401  (must come before theano)
-import cli
+from machinery import theano_env  # noqa: F401  (must come before theano)
+from machinery import cli
+from machinery.progress import seconds_left
 
 import contextlib
 import json
@@ -249,7 +250,7 @@ def style_mode(style):
 def compile_training(tparams, options, style, mode=None):
     """The training function(s) of one style, built as nmt.train builds them
     ('project') or as the original code did ('original')."""
-    import fast_ops
+    from machinery import fast_ops
     import nmt
     import optimizers
     import theano
@@ -278,7 +279,7 @@ def compile_data_parallel_training(tparams, options):
     nmt.train builds it under mpirun; the time spent in the gradients' sum
     is counted in compiled['exchange_time']."""
     import types
-    import distributed
+    from machinery import distributed
     import nmt
     from data_parallel import GradientExchange, compile_data_parallel
 
@@ -358,10 +359,6 @@ class StyleTimer(object):
         ])
 
 
-def _eta(done, total, elapsed):
-    return elapsed / done * (total - done) if done else float('nan')
-
-
 def warm_up(timers, batches):
     """The untimed first updates (the first calls allocate the buffers)."""
     for i in range(WARMUP_UPDATES):
@@ -382,9 +379,10 @@ def timed_updates(timers, batches, n_updates):
         for timer in (timers if i % 2 == 0 else timers[::-1]):
             wall, cpu = timer.update(batch)
             if n_updates <= 10 or (i + 1) % 10 == 0:
+                eta = seconds_left(n_updates - i - 1, (i + 1) / (time.time() - t_start))
                 log('update %d/%d (%s): %.3f s, %.3f s CPU (cost %.3f), ETA %.0f s'
                     % (i + 1, n_updates, timer.compiled['style'], wall, cpu,
-                       timer.costs[-1], _eta(i + 1, n_updates, time.time() - t_start)))
+                       timer.costs[-1], eta))
 
 
 def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=False):
@@ -539,11 +537,11 @@ def _search_single(sampler, sources):
 def _one_batch(sampler, sources, indices):
     """[(index, best hypothesis)] of one batch (maxlen 2 x source length)."""
     import beam_search
-    x, x_mask = beam_search.padded_batch([sources[i] + [0] for i in indices])
-    beams = beam_search.batch_beam_search([sampler], x, x_mask, BEAM,
-                                          [2 * len(sources[i]) for i in indices],
-                                          keep_attention=False)
-    return [(i, beam_search.ranked(hyps, True)[0][0]) for i, hyps in zip(indices, beams)]
+    batch = [(i, sources[i] + [0]) for i in indices]
+    found = beam_search.search_batch([sampler], batch, BEAM,
+                                     [2 * len(sources[i]) for i in indices],
+                                     keep_attention=False)
+    return [(i, beam_search.ranked(hyps, True)[0][0]) for i, hyps in found]
 
 
 _FORKED = {}   # what the forked workers of _search_batched decode with
@@ -760,7 +758,7 @@ def run_one(args):
     configure_gc(args)
     if args.threads:
         theano_env.limit_threads(args.threads)
-    import distributed
+    from machinery import distributed
     if args.mode == 'allreduce':
         result = bench_allreduce(args.floats, args.repeats)
     elif args.mode == 'train':
@@ -828,7 +826,7 @@ def run_all(args, argv):
 
 def bench_allreduce(n_floats, repeats):
     """Seconds of the gradients' sum of n_floats float32 over the workers."""
-    import distributed
+    from machinery import distributed
     world = distributed.world()
     buffer = numpy.ones(n_floats, dtype='float32')
     load = os.getloadavg()[0]
@@ -852,7 +850,7 @@ def bench_allreduce(n_floats, repeats):
 def compare_workers(args, argv):
     """One process on every core, then --workers N under mpirun: the figures
     side by side and the ratio of words/s."""
-    import distributed
+    from machinery import distributed
     rest = [a for a in argv if not a.startswith('--workers')]
     if '--workers' in argv:
         del rest[argv.index('--workers')]
@@ -889,7 +887,7 @@ def main(argv=None):
         return cli.run(lambda: run_all(args, argv))
     if args.workers > 1:
         return cli.run(lambda: compare_workers(args, argv))
-    import distributed
+    from machinery import distributed
 
     def run_and_print():
         result = run_one(args)

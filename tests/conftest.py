@@ -26,7 +26,7 @@ for _p in (ROOT, HERE):
 for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
     os.environ.setdefault(_var, '1')
 
-import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
+from machinery import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
 
 # Test files whose every test trains a model, starts MPI workers or runs every
 # decoder on OpenCL: minutes each on 2 cores.  They are marked slow, so that
@@ -36,11 +36,6 @@ SLOW_FILES = {'test_gpu.py', 'test_distributed.py', 'test_learning.py',
               'test_multi30k_run.py', 'test_lm_experiment.py', 'test_benchmark.py',
               'test_demo.py', 'test_train_scripts.py', 'test_faults.py'}
 
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if os.path.basename(str(item.fspath)) in SLOW_FILES:
-            item.add_marker(pytest.mark.slow)
 
 import numpy_reference as ref  # noqa: E402
 
@@ -228,7 +223,11 @@ LONGEST_FILES = ('test_gpu.py', 'test_train_scripts.py', 'test_distributed.py',
 
 
 def pytest_collection_modifyitems(items):
+    """Marks the SLOW_FILES' tests slow; puts the LONGEST_FILES first."""
     def rank(item):
         name = os.path.basename(str(item.fspath))
         return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+    for item in items:
+        if os.path.basename(str(item.fspath)) in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=rank)   # stable: the order within a file is kept

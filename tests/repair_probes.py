@@ -41,7 +41,7 @@ def _numpy_as_newer_releases():
 
 
 _numpy_as_newer_releases()
-import theano_env  # noqa: E402,F401  (must come before theano)
+from machinery import theano_env  # noqa: E402,F401  (must come before theano)
 
 import numpy as np  # noqa: E402
 import theano  # noqa: E402

@@ -1,21 +1,17 @@
 """analyze.py and its modules on hand-made attention: every number below is
 worked out by hand in the comments."""
 import json
-import os
-import subprocess
-import sys
 
 import numpy
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from helpers import error_line, run_command
 
 from analysis import attention_positions  # noqa: E402
 from analysis import attention_records  # noqa: E402
 from analysis import attention_trees as at  # noqa: E402
 from analysis import parseval  # noqa: E402
-from text_io import InputError  # noqa: E402
+from machinery.text_io import InputError  # noqa: E402
 
 
 def record_line(i, target, previous, source=('x', 'y'), inference=None):
@@ -262,8 +258,7 @@ def test_precision_recall():
 # ---------------------------------------------------------------- the command line
 
 def run(args, cwd):
-    return subprocess.run([sys.executable, os.path.join(ROOT, 'analysis', 'analyze.py')] + args,
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    return run_command('analysis/analyze.py', args, cwd=cwd, timeout=300)
 
 
 @pytest.fixture(scope='module')
@@ -345,7 +340,5 @@ def test_cli_errors_are_one_line_and_write_nothing(files, case):
         args = ['matrix', 'al.jsonl', '-i', '3', '--png', 'never.png']
         expect = 'al.jsonl: no sentence 3'
     proc = run(args, files)
-    assert proc.returncode == 1
-    last = proc.stderr.strip().split('\n')[-1]
-    assert last.startswith('error: ') and expect in last, proc.stderr
+    error_line(proc, expect)
     assert not (files / 'never.json').exists() and not (files / 'never.png').exists()

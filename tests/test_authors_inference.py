@@ -46,7 +46,7 @@ def test_options_choose_the_inference(nmt_module):
     assert fill(dict(decoder='gru_cond_att', inference='training'))['inference'] == 'training'
     assert fill(dict(decoder='gru_cond_residual'))['inference'] == 'training'
     check(fill(dict(decoder='gru_cond_residual', residual='attentive', inference='authors')))
-    from text_io import InputError
+    from machinery.text_io import InputError
     for options in (dict(decoder='gru_cond', inference='authors'),
                     dict(decoder='gru_cond_residual', residual='mean', inference='authors'),
                     dict(decoder='gru_cond_memory', inference='authors'),

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT  # noqa: E402
 BENCH = os.path.join(ROOT, 'speed', 'benchmark.py')
 TIMEOUT = 1200
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-import theano_env
+from machinery import theano_env
 
 AVX512 = {'avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512dq'}
 

@@ -3,22 +3,18 @@ import collections
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from helpers import ROOT, run_command
 import build_dictionary as bd  # noqa: E402
-import model_io  # noqa: E402
+from machinery import model_io  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, 'build_dictionary.py')
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in args],
-                          capture_output=True, text=True, cwd=ROOT)
+    return run_command('build_dictionary.py', args, cwd=ROOT)
 
 
 def write(path, text):

@@ -1,16 +1,12 @@
 """Tests for data_iterator: prepare_data and TextIterator."""
 import gzip
-import os
 import pickle
-import sys
 
 import numpy
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from data_iterator import TextIterator, prepare_data  # noqa: E402
-from text_io import InputError  # noqa: E402
+from data_iterator import TextIterator, prepare_data
+from machinery.text_io import InputError
 
 
 # --------------------------------------------------------------------------
@@ -330,7 +326,7 @@ UNICODE_SPACED = ['a\u00a0b c\u3000d', 'e\u2009f\tg  h', '\u3000 i\u00a0']
 def test_words_split_on_ascii_whitespace_only():
     """A no-break space, U+3000 or a thin space stays inside its word, as in
     the original's Python 2 byte strings."""
-    import vocab
+    from machinery import vocab
     for line in UNICODE_SPACED:
         expected = [w.decode('utf-8') for w in line.encode('utf-8').split()]
         assert vocab.words(line) == expected
@@ -342,7 +338,7 @@ def test_the_same_ids_in_training_scoring_and_translation(tmp_path):
     (vocab.sentence_ids) and the output bias's counts (count_words) see the
     same words in lines with Unicode spaces."""
     import score
-    import vocab
+    from machinery import vocab
     from data_iterator import count_words
     d = {'a\u00a0b': 2, 'c\u3000d': 3, 'e\u2009f': 4, 'g': 5, 'h': 6, '\u3000': 7,
          'i\u00a0': 8, 'a': 9, 'b': 10}

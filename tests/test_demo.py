@@ -2,22 +2,19 @@
 hand-made inputs (quick), and one short end-to-end run (slow)."""
 import json
 import os
-import subprocess
-import sys
 import types
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, error_line, run_command
 DEMO = os.path.join(ROOT, 'demo', 'demo.py')
-sys.path.insert(0, ROOT)
 
 from demo import demo  # noqa: E402
 from demo import report  # noqa: E402
-from demo import toy_corpus  # noqa: E402
+from machinery import toy_corpus  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
-from stop_requests import stop_path  # noqa: E402
-from training_log import log_path  # noqa: E402
+from machinery.stop_requests import stop_path  # noqa: E402
+from machinery.training_log import log_path  # noqa: E402
 
 # hand-made toy sentences: subject-verb distance 3 (voyin .. zvalo, class o)
 # and 5 (uchit .. risova, class a)
@@ -28,8 +25,7 @@ REF = ['un voyin la pismo zvalo .',
 
 
 def run_demo(*args, timeout=None):
-    return subprocess.run([sys.executable, DEMO] + list(args), cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_command('demo/demo.py', args, cwd=ROOT, timeout=timeout)
 
 
 def test_bad_arguments():
@@ -39,17 +35,15 @@ def test_bad_arguments():
     assert proc.returncode == 2 and '--models' in proc.stderr
     proc = run_demo('--seeds', '1,1')
     assert proc.returncode == 2 and '--seeds' in proc.stderr
-    proc = run_demo('--test', '10', '--figure_sentence', '10')
-    assert proc.returncode == 2 and '--figure_sentence' in proc.stderr
+    proc = run_demo('--test', '10', '--figure-sentence', '10')
+    assert proc.returncode == 2 and '--figure-sentence' in proc.stderr
 
 
 def test_unwritable_output_is_one_error_line(tmp_path):
     blocker = tmp_path / 'file'
     blocker.write_text('not a folder')
     proc = run_demo('--out', str(blocker / 'out'))
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr
+    error_line(proc, alone=True)
 
 
 # ---------------------------------------------------------------- stopping rule
@@ -172,8 +166,8 @@ def test_short_demo_end_to_end(tmp_path):
     """Both models on a tiny corpus, stopped by the rule at their first
     validation (target cost set high): about 2-3 minutes on 2 cores."""
     out = tmp_path / 'demo'
-    proc = run_demo('--train', '1000', '--dev', '30', '--test', '30', '--max_updates', '60',
-                    '--valid_every', '20', '--disp_every', '20', '--target_cost', '50',
+    proc = run_demo('--train', '1000', '--dev', '30', '--test', '30', '--max-updates', '60',
+                    '--valid-every', '20', '--disp-every', '20', '--target-cost', '50',
                     '--examples', '2', '--out', str(out), timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert 'error:' not in proc.stderr

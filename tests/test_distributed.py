@@ -16,7 +16,7 @@ import subprocess
 import numpy
 import pytest
 
-import distributed
+from machinery import distributed
 from data_parallel import share_bounds
 from tiny_runs import NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT  # noqa: E402
 DOCS = os.path.join(ROOT, 'docs')
 EQUATIONS = os.path.join(DOCS, 'equations.md')
 

@@ -67,14 +67,14 @@ def test_a_unit_is_dropped_at_the_rate_and_the_rest_scaled(nmt_module, rate):
 @pytest.mark.parametrize('name', sorted(RATES))
 @pytest.mark.parametrize('rate', [-0.1, 1.0])
 def test_a_rate_outside_0_to_1_is_refused(nmt_module, name, rate):
-    from text_io import InputError
+    from machinery.text_io import InputError
     options = nmt_module.fill_options({name: rate})
     with pytest.raises(InputError, match='--%s must be at least 0 and below 1' % name):
         nmt_module.check_options(options)
 
 
 def test_two_dropouts_of_the_readout_are_refused(nmt_module):
-    from text_io import InputError
+    from machinery.text_io import InputError
     options = nmt_module.fill_options(dict(use_dropout=True, dropout_readout=0.2))
     with pytest.raises(InputError, match='--use_dropout .* and --dropout_readout'):
         nmt_module.check_options(options)

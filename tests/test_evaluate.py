@@ -1,4 +1,4 @@
-"""bleu.py (multi-bleu.perl BLEU), evaluation/evaluate.py (significance) and evaluation/results_table.py."""
+"""machinery/bleu.py (multi-bleu.perl BLEU), evaluation/evaluate.py (significance) and evaluation/results_table.py."""
 import json
 import math
 import os
@@ -8,15 +8,14 @@ import sys
 import numpy
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from helpers import ROOT  # noqa: E402
 
-import bleu  # noqa: E402
+from machinery import bleu  # noqa: E402
 from evaluation import evaluate  # noqa: E402
 from evaluation import results_table  # noqa: E402
 
 # --------------------------------------------------------------------------
-# An independent multi-bleu.perl arithmetic (one reference), to check bleu.py
+# An independent multi-bleu.perl arithmetic (one reference), to check machinery/bleu.py
 # (which is sacrebleu) against.
 
 def _ngram_counts(words, n):

@@ -10,7 +10,7 @@ from conftest import CONFIGS, make_batch, tiny_options
 import theano  # noqa: E402
 import theano.tensor as tensor  # noqa: E402
 
-import fast_ops  # noqa: E402
+from machinery import fast_ops  # noqa: E402
 import layers  # noqa: E402
 
 MODES = ('FAST_RUN', 'FAST_COMPILE')    # C code, and the NumPy perform()
@@ -430,7 +430,7 @@ def test_threads_default_to_every_core_and_workers_limit_them():
     import os
     import subprocess
     import sys
-    import theano_env
+    from machinery import theano_env
     env = {k: v for k, v in os.environ.items() if k not in theano_env.THREAD_VARIABLES}
     code = ('import os, theano_env; print(",".join(os.environ[v] '
             'for v in theano_env.THREAD_VARIABLES))')

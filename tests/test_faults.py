@@ -16,8 +16,10 @@ import time
 import numpy
 import pytest
 
-import model_io
-import training_log
+from machinery import model_io
+from machinery import training_log
+
+from helpers import error_line
 
 from tiny_runs import (NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus,
                        run, start_training, wait_for_event)
@@ -31,16 +33,6 @@ CHECKPOINT = ('', '.pkl', '.json', '.resume.npz')
 
 def train(cwd, model, *flags, check=True):
     return run([NMT, '--model', model] + TRAIN_FLAGS + list(flags), cwd=cwd, check=check)
-
-
-def one_error_line(proc, start='error: '):
-    """The error line that ends stderr, the only one (progress lines may
-    come before it), and no traceback."""
-    lines = proc.stderr.strip().split('\n')
-    assert lines[-1].startswith(start), proc.stderr
-    assert len([l for l in lines if l.startswith(('error:', 'interrupted:'))]) == 1
-    assert 'Traceback' not in proc.stderr + proc.stdout
-    return lines[-1]
 
 
 def snapshot(folder):
@@ -141,7 +133,7 @@ def test_disk_full_while_saving(trained, small_fs):
     proc = train(trained, os.path.join(fs, 'm.npz'), '--reload', '--finish_after', '8',
                  '--saveFreq', '2', '--dispFreq', '1000', check=False)
     assert proc.returncode == 1
-    line = one_error_line(proc)
+    line = error_line(proc)
     assert line == ('error: %s/m.npz.resume.npz: cannot write: No space left on device; '
                     'the files already on disk are whole: --reload continues from the '
                     'newest checkpoint among them' % fs)
@@ -154,7 +146,7 @@ def test_disk_full_while_saving(trained, small_fs):
     small_fs.fill()    # again: the run removed its lock file
     proc = run([BUILD_DICTIONARY, os.path.join(fs, 'train.src')], cwd=fs, check=False)
     assert proc.returncode == 1
-    assert one_error_line(proc) == ('error: %s/train.src.pkl: cannot write: No space left '
+    assert error_line(proc) == ('error: %s/train.src.pkl: cannot write: No space left '
                                     'on device' % fs)
     assert not os.path.exists(os.path.join(fs, 'train.src.pkl')) and temporaries(fs) == []
     # with room for the first file of the pair only, neither appears
@@ -162,7 +154,7 @@ def test_disk_full_while_saving(trained, small_fs):
     with open(os.path.join(fs, 'filler'), 'wb') as f:
         f.write(b'\0' * (4096 * ((os.statvfs(fs).f_bavail - 1))))
     proc = run([BUILD_DICTIONARY, os.path.join(fs, 'train.src')], cwd=fs, check=False)
-    assert one_error_line(proc) == ('error: %s/train.src.json: cannot write: No space left '
+    assert error_line(proc) == ('error: %s/train.src.json: cannot write: No space left '
                                     'on device' % fs)
     assert not os.path.exists(os.path.join(fs, 'train.src.pkl')) and temporaries(fs) == []
 
@@ -173,14 +165,14 @@ def test_unwritable_model_stops_before_compiling(corpus, tmp_path):
     missing = str(tmp_path / 'no' / 'm.npz')
     proc = train(corpus, missing, check=False)
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
-    assert one_error_line(proc) == 'error: %s: cannot write: No such file or directory' % missing
+    assert error_line(proc) == 'error: %s: cannot write: No such file or directory' % missing
     read_only = Mount(tmp_path / 'ro', '1m', read_only=True)
     try:
         proc = train(corpus, os.path.join(read_only.path, 'm.npz'), check=False)
     finally:
         read_only.unmount()
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
-    assert one_error_line(proc) == ('error: %s/m.npz: cannot write: Read-only file system'
+    assert error_line(proc) == ('error: %s/m.npz: cannot write: Read-only file system'
                                     % read_only.path)
 
 
@@ -202,7 +194,7 @@ def test_validation_options_checked_before_compiling(corpus, flags, message):
     proc = train(corpus, 'valid_options.npz', '--valid_datasets', 'valid.src', 'valid.trg',
                  '--finish_after', '1', *flags, check=False)
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
-    assert one_error_line(proc) == message
+    assert error_line(proc) == message
 
 
 def test_permission_denied(corpus):
@@ -223,7 +215,7 @@ def test_permission_denied(corpus):
         proc = subprocess.run(command + [PY, BUILD_DICTIONARY, 'locked/train.src'],
                               capture_output=True, text=True, cwd=base)
         assert proc.returncode == 1
-        assert one_error_line(proc) == ('error: locked/train.src.pkl: cannot write: '
+        assert error_line(proc) == ('error: locked/train.src.pkl: cannot write: '
                                         'Permission denied')
         assert sorted(os.listdir(folder)) == ['train.src']
     finally:
@@ -236,7 +228,7 @@ def test_translation_output_in_a_missing_folder(trained):
     proc = run([TRANSLATE, '-p', '1', 'base.npz', 'train.src.pkl', 'train.trg.pkl',
                 'valid.src', 'no/such/folder/out.txt'], cwd=trained, check=False)
     assert proc.returncode == 1
-    assert one_error_line(proc) == ('error: no/such/folder/out.txt: cannot write: No such '
+    assert error_line(proc) == ('error: no/such/folder/out.txt: cannot write: No such '
                                     'file or directory')
 
 
@@ -249,7 +241,7 @@ def test_truncated_resume_file_and_reload_model_only(trained):
     cut(trained / 'cut.npz.resume.npz', 300)
     proc = train(trained, 'cut.npz', '--reload', '--finish_after', '6', check=False)
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
-    line = one_error_line(proc)
+    line = error_line(proc)
     assert line.startswith('error: cut.npz.resume.npz: not a readable .npz archive, '
                            'truncated or corrupt (')
     assert line.endswith('; the model file cut.npz is sound: --reload_model_only starts '
@@ -278,7 +270,7 @@ def test_foreign_resume_file(trained):
     numpy.savez(path, **arrays)
     proc = train(trained, 'foreign.npz', '--reload', check=False)
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
-    assert one_error_line(proc).startswith(
+    assert error_line(proc).startswith(
         'error: foreign.npz.resume.npz: belongs to another model (parameter Wemb has shape '
         '(9, 4), the model file (7, 4)); the model file foreign.npz is sound')
 
@@ -308,7 +300,7 @@ def test_corrupt_model_files(trained, damage):
     for command in commands:
         proc = run(command, cwd=trained, check=False)
         assert proc.returncode == 1
-        assert one_error_line(proc).startswith(expected)
+        assert error_line(proc).startswith(expected)
     assert not (trained / 'bad.out').exists()
 
 
@@ -325,7 +317,7 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
     wait_for_event(proc, log, 'update', min_uidx=3)
     second = train(corpus, 'sig.npz', '--finish_after', '5', *flags, check=False)
     assert second.returncode == 1 and 'Building model' not in second.stdout
-    assert one_error_line(second) == (
+    assert error_line(second) == (
         'error: sig.npz: another training run (process %d) is writing this model; wait for '
         'it, stop it (kill -TERM), or choose another --model' % proc.pid)
     proc.send_signal(signal.SIGTERM)
@@ -429,7 +421,7 @@ def test_model_of_the_wrong_kind_or_with_other_parameters(trained):
                         [NMT, '--model', model, '--reload'] + TRAIN_FLAGS):
             proc = run(command, cwd=trained, check=False)
             assert proc.returncode == 1 and 'Building optimizer' not in proc.stdout
-            assert one_error_line(proc) == message
+            assert error_line(proc) == message
             assert proc.stderr.strip() == message    # no warning before it
             assert not (trained / 'wrong.out').exists()
 
@@ -441,7 +433,7 @@ def test_reload_with_a_resume_file_but_no_model(trained):
     before = (trained / 'orphan.npz.resume.npz').read_bytes()
     proc = train(trained, 'orphan.npz', '--reload', check=False)
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
-    assert one_error_line(proc) == (
+    assert error_line(proc) == (
         'error: orphan.npz: no such model file, but its resume file orphan.npz.resume.npz '
         'is there: --reload needs both (put the model file back; to start a new model, '
         'remove or move orphan.npz.resume.npz)')
@@ -463,7 +455,7 @@ def test_diverging_run_with_a_dictionary_from_another_tool(corpus):
     assert lines[0] == ("warning: zero.json: id 0 is 'x' and 1 is 'y', not eos and UNK: the "
                         "model reads ids 0 and 1 as the end of a sentence and an unknown word "
                         "(build_dictionary.py numbers the words from 2)")
-    line = one_error_line(proc)
+    line = error_line(proc)
     assert line.startswith('error: NaN or Inf cost at update ')
     assert line.endswith(', before the first checkpoint (--saveFreq 1000): no model was saved')
     assert not (corpus / 'diverge.npz').exists()
@@ -487,7 +479,7 @@ def test_log_line_cut_by_a_full_disk(trained, small_fs, capsys):
     proc = train(trained, os.path.join(fs, 'm.npz'), '--reload', '--finish_after', '6',
                  check=False)
     assert proc.returncode == 1
-    assert one_error_line(proc) == 'error: %s: cannot write: the disk is full' % log
+    assert error_line(proc) == 'error: %s: cannot write: the disk is full' % log
     assert not open(log, 'rb').read().endswith(b'\n')       # the start event, cut
     os.remove(os.path.join(fs, 'filler'))
     train(trained, os.path.join(fs, 'm.npz'), '--reload', '--finish_after', '6')

@@ -20,7 +20,7 @@ import pytest
 import theano
 
 import nmt
-import vocab
+from machinery import vocab
 from data_iterator import prepare_data
 from optimizers import gradient_function, update_from_gradients
 

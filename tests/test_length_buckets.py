@@ -1,12 +1,10 @@
 """evaluation/length_buckets.py: BLEU by source length, per system."""
 import json
 import os
-import subprocess
-import sys
 
 from evaluation import length_buckets
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import run_command
 REFS = ['the cat sat on the mat today', 'a dog ran in the park again',
         'two men play football on green grass near a red house',
         'a woman in a blue dress sings on a stage at night']
@@ -40,11 +38,9 @@ def _run(tmp_path, *args):
         files[name] = str(tmp_path / name)
         with open(files[name], 'w') as f:
             f.write('\n'.join(lines) + '\n')
-    cmd = [sys.executable, os.path.join(ROOT, 'evaluation', 'length_buckets.py'),
-           '--ref', files['ref'], '--source', files['src']] + list(args) + \
-        [files['a'], files['b']]
-    return subprocess.run(cmd, cwd=str(tmp_path), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True)
+    return run_command('evaluation/length_buckets.py',
+                       ['--ref', files['ref'], '--source', files['src']] + list(args)
+                       + [files['a'], files['b']], cwd=tmp_path)
 
 
 def test_command_writes_table_json_and_figure(tmp_path):

@@ -2,8 +2,6 @@
 variant, both recurrent layers), finite-difference gradients, the one-step
 sampler against the training graph, and the command line end to end (eval,
 sample, exact resume, bad input)."""
-import os
-import subprocess
 import sys
 from collections import OrderedDict
 
@@ -13,7 +11,7 @@ import pytest
 import numpy_reference as ref
 from tiny_runs import QUICK_ENV
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import error_line, run_command
 PY = sys.executable
 
 TINY = dict(dim_word=6, dim=5, n_words=11, decay_c=0.01)
@@ -283,11 +281,8 @@ TRAIN_FLAGS = ['--data', 'train.txt', '--dim_word', '4', '--dim', '5',
 
 def run(args, cwd, check=True):
     """lm.py with Theano's quick optimiser (tiny_runs.QUICK_ENV)."""
-    proc = subprocess.run([PY, os.path.join(ROOT, 'language_model', 'lm.py')] + args, cwd=cwd,
-                          capture_output=True, text=True, timeout=1200, env=QUICK_ENV)
-    if check and proc.returncode != 0:
-        raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
-    return proc
+    return run_command('language_model/lm.py', args, cwd=cwd, check=check, timeout=1200,
+                       env=QUICK_ENV)
 
 
 @pytest.fixture(scope='module')
@@ -305,7 +300,7 @@ def workdir(tmp_path_factory):
 
 
 def test_training_writes_model_dictionary_and_history(workdir):
-    from model_io import load_dictionary, load_options
+    from machinery.model_io import load_dictionary, load_options
     with np.load(workdir / 'full.npz') as f:
         assert int(f['uidx']) == 8 and len(f['history_errs']) == 2
     opts = load_options(str(workdir / 'full.npz'))
@@ -339,7 +334,7 @@ def test_eval_is_the_sum_of_sentence_costs(workdir):
     fields = dict(line.split(' ', 1) for line in lines)
     assert lines[-1].startswith('perplexity ')
     model = lm.LoadedModel(str(workdir / 'full.npz'))
-    from vocab import words_to_ids
+    from machinery.vocab import words_to_ids
     from data_iterator import prepare_monolingual
     total, words = 0., 0
     for sentence in (workdir / 'valid.txt').read_text().split('\n')[:-1]:
@@ -370,7 +365,7 @@ def test_sample(workdir):
 def _nmt_model(workdir):
     """A model file of nmt.py (its options are all that language_model/lm.py reads first)."""
     import shutil
-    from model_io import save_options
+    from machinery.model_io import save_options
     import nmt
     shutil.copy(workdir / 'full.npz', workdir / 'nmt.npz')
     save_options(nmt.fill_options({}), str(workdir / 'nmt.npz'))
@@ -390,19 +385,16 @@ def test_bad_input_one_line_error(workdir, case):
             'bad_choice': ['train', '--model', 'u.npz', '--data', 'train.txt',
                            '--residual', 'sum']}[case]
     proc = run(args, cwd=workdir, check=False)
-    assert proc.returncode == (2 if case in ('unknown_option', 'bad_choice') else 1)
-    lines = proc.stderr.strip().split('\n')
-    assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr
     expected = {'empty': 'empty.txt', 'not_utf8': 'line 2', 'missing': 'none.txt',
                 'nmt_model': 'translation model', 'unknown_option': 'no_such_option',
                 'bad_choice': 'residual'}[case]
-    assert expected in lines[0]
+    error_line(proc, expected, alone=True,
+               status=2 if case in ('unknown_option', 'bad_choice') else 1)
     assert proc.stdout == '' and not (workdir / 'u.npz').exists()
 
 
 def test_training_on_empty_or_bad_data_writes_nothing(workdir):
     proc = run(['train', '--model', 'e.npz', '--data', 'empty.txt'], cwd=workdir,
                check=False)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().split('\n')[-1].startswith('error: ')
+    error_line(proc)
     assert not any(p.name.startswith('e.npz') for p in workdir.iterdir())

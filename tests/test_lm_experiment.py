@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, error_line, run_command
 
 
 def test_agreement_sites_are_the_main_verbs():
@@ -22,7 +22,7 @@ def test_tiny_experiment_end_to_end(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'language_model', 'lm_experiment.py'), '--out', str(out),
          '--plot', str(png), '--train', '200', '--dev', '20', '--test', '30',
-         '--updates', '6', '--valid_freq', '3', '--dim_word', '6', '--dim', '8',
+         '--updates', '6', '--valid-freq', '3', '--dim_word', '6', '--dim', '8',
          '--batch_size', '8', '--seeds', '1', '2', '--variants', 'baseline', 'attentive'],
         cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -42,9 +42,6 @@ def test_tiny_experiment_end_to_end(tmp_path):
 def test_unwritable_output_is_one_error_line(tmp_path):
     blocker = tmp_path / 'file'
     blocker.write_text('not a folder')
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'language_model', 'lm_experiment.py'),
-                           '--out', str(blocker / 'out')],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().split('\n')
-    assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr
+    proc = run_command('language_model/lm_experiment.py', ['--out', blocker / 'out'], cwd=ROOT,
+                       timeout=600)
+    error_line(proc, alone=True)

@@ -8,16 +8,13 @@ import pickletools
 import shutil
 import struct
 import subprocess
-import sys
 import warnings
 
 import numpy
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-import model_io  # noqa: E402
-from text_io import InputError  # noqa: E402
+from machinery import model_io
+from machinery.text_io import InputError
 
 
 # --------------------------------------------------------------------------
@@ -407,7 +404,7 @@ def test_python2_reads_what_we_write(tmp_path):
 
 def test_a_file_the_options_name_as_named_or_beside_the_model(tmp_path):
     """The dictionaries of a model moved with them: found beside it."""
-    from model_io import file_as_named_or_beside
+    from machinery.model_io import file_as_named_or_beside
     moved = tmp_path / 'moved'
     moved.mkdir()
     (moved / 'model.npz').write_bytes(b'')

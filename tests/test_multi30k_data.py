@@ -4,17 +4,12 @@ import gzip
 import json
 import os
 import pickle
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from helpers import error_line, finished, run_command
+from pipeline import multi30k
 
-from pipeline import multi30k  # noqa: E402
-
-SCRIPT = os.path.join(ROOT, 'pipeline', 'multi30k.py')
 EN = ['A Man in a red Shirt rides a Bike.', 'Two dogs play in the "snow".',
       'A girl climbs a well-known rock wall.', 'The man is cooking.']
 DE = ['Ein Mann in einem roten Hemd fährt Fahrrad.', 'Zwei Hunde spielen im „Schnee“.',
@@ -42,16 +37,10 @@ def mirror(tmp_path, monkeypatch):
 
 
 def get(capsys, out, base, *extra):
+    """'multi30k.py get' in this process: its exit status and stderr (progress
+    lines' carriage returns made line ends)."""
     status = multi30k.main(['get', '--out', str(out), '--base', str(base)] + list(extra))
     return status, capsys.readouterr().err.replace('\r', '\n')
-
-
-def error_line(status, err):
-    """The command's one error line (progress lines come before it)."""
-    errors = [l for l in err.splitlines() if l.startswith('error:')]
-    assert status == 1 and len(errors) == 1, err
-    assert err.strip().splitlines()[-1] == errors[0]
-    return errors[0]
 
 
 def only_verified_files(raw):
@@ -94,21 +83,21 @@ def test_truncated_gzip(mirror, tmp_path, capsys):
     path = mirror / 'data' / 'task1' / 'raw' / 'val.de.gz'
     data = path.read_bytes()
     path.write_bytes(data[:len(data) // 2])
-    line = error_line(*get(capsys, tmp_path / 'out', mirror))
+    line = error_line(finished(*get(capsys, tmp_path / 'out', mirror)))
     assert 'val.de.gz' in line and 'truncated or corrupt' in line
     assert 'val.de.gz' not in only_verified_files(tmp_path / 'out' / 'raw')
 
 
 def test_wrong_number_of_lines(mirror, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(multi30k.LINES, 'test_2017_mscoco', 5)
-    line = error_line(*get(capsys, tmp_path / 'out', mirror))
+    line = error_line(finished(*get(capsys, tmp_path / 'out', mirror)))
     assert 'test_2017_mscoco.en.gz' in line and '1 lines, not the 5' in line
     assert 'test_2017_mscoco.en.gz' not in only_verified_files(tmp_path / 'out' / 'raw')
 
 
 def test_wrong_checksum(mirror, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(multi30k.SHA256, 'train.de.gz', '0' * 64)
-    line = error_line(*get(capsys, tmp_path / 'out', mirror))
+    line = error_line(finished(*get(capsys, tmp_path / 'out', mirror)))
     assert 'train.de.gz' in line and 'SHA-256' in line and '--no-checksum' in line
     assert os.listdir(tmp_path / 'out' / 'raw') == ['train.en.gz']
     # --no-checksum accepts the copy (a later version of the dataset, say)
@@ -119,18 +108,18 @@ def test_wrong_checksum(mirror, tmp_path, capsys, monkeypatch):
 
 def test_missing_file(mirror, tmp_path, capsys):
     os.unlink(mirror / 'data' / 'task1' / 'raw' / 'test_2016_flickr.en.gz')
-    line = error_line(*get(capsys, tmp_path / 'out', mirror))
+    line = error_line(finished(*get(capsys, tmp_path / 'out', mirror)))
     assert 'test_2016_flickr.en.gz' in line and 'no such file' in line
     assert 'test_2016_flickr.en.gz' not in only_verified_files(tmp_path / 'out' / 'raw')
 
 
 def test_not_a_copy_of_the_repository(tmp_path, capsys):
-    line = error_line(*get(capsys, tmp_path / 'out', tmp_path / 'nowhere'))
+    line = error_line(finished(*get(capsys, tmp_path / 'out', tmp_path / 'nowhere')))
     assert 'nowhere: no such directory' in line
 
 
 def test_unreachable_address(tmp_path, capsys):
-    line = error_line(*get(capsys, tmp_path / 'out', 'http://127.0.0.1:9/'))
+    line = error_line(finished(*get(capsys, tmp_path / 'out', 'http://127.0.0.1:9/')))
     assert line.startswith('error: cannot reach http://127.0.0.1:9/')
     assert '--base can name a local copy' in line
     assert only_verified_files(tmp_path / 'out' / 'raw') == []
@@ -142,12 +131,8 @@ def test_command_line_errors_are_one_line(tmp_path):
     for extra, needles in ((['--base', 'http://127.0.0.1:9/'], ['cannot reach']),
                            (['--langs', 'en', 'fr'], ['fr', 'en and de'])):
         out = tmp_path / ('out%d' % len(extra))
-        proc = subprocess.run([sys.executable, SCRIPT, 'get', '--out', str(out)] + extra,
-                              capture_output=True, text=True)
-        assert proc.returncode == 1
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr
-        assert all(n in lines[0] for n in needles), lines[0]
+        proc = run_command('pipeline/multi30k.py', ['get', '--out', out] + extra)
+        error_line(proc, *needles, alone=True)
     assert not os.path.exists(tmp_path / 'out3')
 
 
@@ -188,6 +173,6 @@ def test_prepare(mirror, tmp_path, capsys):
 def test_prepare_without_the_data(tmp_path, capsys):
     status = multi30k.main(['prepare', '--raw', str(tmp_path / 'raw'),
                             '--out', str(tmp_path / 'out')])
-    line = error_line(status, capsys.readouterr().err)
+    line = error_line(finished(status, capsys.readouterr().err))
     assert 'train.en.gz: no such file' in line and 'multi30k.py get' in line
     assert not os.path.exists(tmp_path / 'out')

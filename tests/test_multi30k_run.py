@@ -12,6 +12,7 @@ import pytest
 
 from pipeline import multi30k
 from test_multi30k_data import mirror  # noqa: F401  (the tiny mirror fixture)
+from helpers import error_line
 from tiny_runs import QUICK_ENV, ROOT, log_events
 
 SCRIPT = os.path.join(ROOT, 'train_multi30k.sh')
@@ -71,6 +72,28 @@ def test_tiny_run_of_each_decoder(prepared, tmp_path, decoder):
     assert start['frequency_cost'] > 0
     assert all('cost_per_word' in e for e in events if e['event'] == 'update')
     assert (models / 'model.npz').exists() and (models / 'model.best_bleu.npz').exists()
+    if decoder == 'mean':
+        scored_at_a_budget(prepared, models, tmp_path, events)
+
+
+def scored_at_a_budget(prepared, models, tmp_path, events):
+    """--score-at 4: the snapshot of update 4 (the only validation up to 4)
+    translated and scored into at-4/; a budget the run has not reached: one
+    error line."""
+    proc = train('--tiny', '--threads', 1, '--score-at', 4, 'mean', 3, prepared, models,
+                 cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    at = json.loads((models / 'at-4' / 'result.json').read_text())
+    assert (at['budget'], at['updates'], at['selected_model']) == (4, 4, 'model.iter4.npz')
+    assert at['best_valid_bleu'] == next(e['bleu'] for e in events if e['event'] == 'bleu')
+    assert at['decoder'] == 'mean' and '--seed 3' in at['command']
+    assert [(p['from_update'], p['to_update']) for p in at['training_parts']] == [(0, 4)]
+    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        assert 0. <= at['test'][test_set]['bleu_tok_lc'] <= 100.
+        assert (models / 'at-4' / (test_set + '.hyp.tok')).exists()
+    proc = train('--tiny', '--score-at', 100, 'mean', 3, prepared, models, cwd=tmp_path)
+    error_line(proc, 'not reached update 100', alone=True)
+    assert not (models / 'at-100').exists()
 
 
 def test_missing_data_is_one_line(tmp_path):
@@ -145,6 +168,38 @@ def test_results_gathered(tmp_path):
     cells = rows['1-10'].rstrip(' |').split(' | ')
     assert cells[1] == '8' and float(cells[2]) < 100. and cells[3] == '100.00'
     assert (out / 'by_length.png').stat().st_size > 0
+
+
+def test_results_gathered_at_a_budget(tmp_path):
+    """--at 1000: each run's at-1000/ result and translations, its training
+    log (from the run's folder) and validation curves up to update 1000."""
+    data, runs, out = tmp_path / 'data', tmp_path / 'runs', tmp_path / 'out'
+    data.mkdir()
+    refs = ['ein mann fährt rad', 'zwei hunde spielen im schnee']
+    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        (data / (test_set + '.tok.de')).write_text('\n'.join(refs) + '\n')
+        (data / (test_set + '.tok.en')).write_text('a man rides a bike\ntwo dogs play\n')
+    for decoder, bleu in (('baseline', 30.), ('mean', 32.)):
+        fake_run(runs, data, decoder, 1, refs, bleu)
+        folder = runs / ('%s-seed1' % decoder)
+        (folder / 'at-1000').mkdir()
+        result = json.loads((folder / 'result.json').read_text())
+        result.update(budget=1000, updates=1000, best_valid_bleu=bleu - 10)
+        (folder / 'at-1000' / 'result.json').write_text(json.dumps(result))
+        for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+            shutil.copy(folder / (test_set + '.hyp.tok'), folder / 'at-1000')
+    (runs / 'attentive-seed1').mkdir()      # not scored at 1000: left out
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
+                                                        'multi30k_results.py'),
+                           str(runs), '--data', str(data), '--out', str(out),
+                           '--bootstrap', '0', '--at', '1000'], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert 'attentive-seed1/at-1000 has no result.json' in proc.stderr
+    results = json.loads((out / 'results.json').read_text())
+    assert [(r['decoder'], r['budget'], r['best_valid_bleu']) for r in results] == [
+        ('baseline', 1000, 20.), ('mean', 1000, 22.)]
+    assert (out / 'logs' / 'mean-seed1.log.jsonl').exists()
+    assert (out / 'validation.png').stat().st_size > 0
 
 
 def test_training_parts_of_a_resumed_run():

@@ -1,9 +1,9 @@
-"""The n-best format (nbest.py) and unknown-word replacement (unk_replace.py)."""
+"""The n-best format (machinery/nbest.py) and unknown-word replacement (machinery/unk_replace.py)."""
 import pytest
 
-import nbest
-import unk_replace
-from text_io import InputError
+from machinery import nbest
+from machinery import unk_replace
+from machinery.text_io import InputError
 
 
 def test_nbest_entries_round_trip(tmp_path):

@@ -9,8 +9,7 @@ from collections import Counter
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from helpers import ROOT, error_line, run_command
 
 from pipeline import preprocess  # noqa: E402
 
@@ -214,8 +213,7 @@ def test_zh_chars_mode(tmp_path):
 
 
 def _run_cli(argv):
-    return subprocess.run([sys.executable, os.path.join(ROOT, 'pipeline', 'preprocess.py')] + argv,
-                          capture_output=True, text=True)
+    return run_command('pipeline/preprocess.py', argv)
 
 
 def _prepare_argv(raw, out, src='es', trg='en'):
@@ -224,12 +222,6 @@ def _prepare_argv(raw, out, src='es', trg='en'):
             '--bpe-merges', '10']
 
 
-def _assert_one_line_error(proc, *needles):
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def _no_final_outputs(out):
@@ -240,7 +232,7 @@ def test_missing_input(tmp_path):
     raw = write_corpus(str(tmp_path / 'raw'), {'es': ES, 'en': EN})
     os.unlink(raw['dev'] + '.en')
     proc = _run_cli(_prepare_argv(raw, tmp_path / 'out'))
-    _assert_one_line_error(proc, raw['dev'] + '.en', 'no such file')
+    error_line(proc, raw['dev'] + '.en', 'no such file', alone=True)
     assert _no_final_outputs(str(tmp_path / 'out'))
 
 
@@ -249,7 +241,7 @@ def test_line_count_mismatch(tmp_path):
     with open(raw['test'] + '.en', 'a', encoding='utf-8') as f:
         f.write('One line too many.\n')
     proc = _run_cli(_prepare_argv(raw, tmp_path / 'out'))
-    _assert_one_line_error(proc, raw['test'] + '.es', raw['test'] + '.en', '6', '7')
+    error_line(proc, raw['test'] + '.es', raw['test'] + '.en', '6', '7', alone=True)
     assert _no_final_outputs(str(tmp_path / 'out'))
 
 
@@ -259,7 +251,7 @@ def test_not_utf8(tmp_path):
         for i, line in enumerate(ES):
             f.write((line.encode('latin-1') if i == 2 else line.encode('utf-8')) + b'\n')
     proc = _run_cli(_prepare_argv(raw, tmp_path / 'out'))
-    _assert_one_line_error(proc, raw['train'] + '.es', 'line 3', 'UTF-8')
+    error_line(proc, raw['train'] + '.es', 'line 3', 'UTF-8', alone=True)
     assert _no_final_outputs(str(tmp_path / 'out'))
 
 

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT  # noqa: E402
 README = os.path.join(ROOT, 'README.md')
 SHELL_SCRIPTS = ('./train_', 'pipeline/preprocess.sh')
 PYTHON = '.venv/bin/python'

@@ -9,7 +9,7 @@ import pytest
 
 import layers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT  # noqa: E402
 
 
 def full(nmt, **options):
@@ -42,7 +42,7 @@ def test_authors_alias_implies_attentive_content_and_keeps_its_name(nmt_module):
     (dict(decoder='gru_cond_selfattn', att_scoring='dot'), "att_scoring content or"),
 ])
 def test_bad_decoder_options_are_input_errors(nmt_module, options, fragment):
-    from text_io import InputError
+    from machinery.text_io import InputError
     with pytest.raises(InputError) as e:
         nmt_module.check_options(full(nmt_module, **options))
     assert fragment in str(e.value)
@@ -95,7 +95,7 @@ def test_nmt_command_line_choices_come_from_the_registry():
 
 def test_nmt_does_not_import_translate():
     """What BLEU validation and translate.py share lives in beam_search.py
-    and vocab.py: importing nmt pulls in neither translate nor score."""
+    and machinery/vocab.py: importing nmt pulls in neither translate nor score."""
     code = ("import sys; import nmt; "
             "print(sorted(m for m in ('translate', 'score') if m in sys.modules))")
     proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,

@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-import text_io
-import vocab
-from progress import ProgressLine, format_duration
-from training_state import TrainingState
+from machinery import text_io
+from machinery import vocab
+from machinery.progress import ProgressLine, format_duration
+from machinery.training_state import TrainingState
 
 
 def test_read_lines_plain_gzip_crlf_and_last_line(tmp_path):
@@ -108,7 +108,7 @@ def test_state_round_trips_through_arrays():
 
 
 def test_progress_line_rate_and_eta(monkeypatch):
-    import progress
+    from machinery import progress
     assert format_duration(3725.9) == '1:02:05'
     clock = [100.0]
     monkeypatch.setattr(progress.time, 'time', lambda: clock[0])
@@ -125,7 +125,7 @@ def test_progress_line_rate_and_eta(monkeypatch):
 def test_a_child_command_that_fails_or_is_interrupted():
     """cli.run_command: the child's own error line; a child interrupted by
     SIGTERM (status 143) ends the parent as interrupted, with that status."""
-    import cli
+    from machinery import cli
     import pytest
     fails = [sys.executable, '-c', 'import sys; print("error: x.txt: no such file", '
              'file=sys.stderr); sys.exit(1)']

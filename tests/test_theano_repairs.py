@@ -1,4 +1,4 @@
-"""Every repair of theano_repairs.py is needed, and together they work.
+"""Every repair of machinery/theano_repairs.py is needed, and together they work.
 
 The probes (tests/repair_probes.py) run in child processes on the CPU and on
 an OpenCL device (the CPU's, through pocl: ``bash setup.sh --opencl``), with
@@ -15,8 +15,8 @@ import traceback
 
 import pytest
 
-import theano_env
-import theano_repairs
+from machinery import theano_env
+from machinery import theano_repairs
 from conftest import HERE
 from gpu_devices import DEVICES, why_not
 

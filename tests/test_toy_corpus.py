@@ -1,21 +1,18 @@
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from demo import toy_corpus as tc  # noqa: E402
+from helpers import ROOT, error_line, run_command
+from machinery import toy_corpus as tc  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "demo", "toy_corpus.py")
 SPLITS = ("train", "dev", "test")
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, SCRIPT] + list(args),
-                          capture_output=True, text=True)
+    return run_command('demo/toy_corpus.py', args)
 
 
 def read(path):
@@ -147,8 +144,7 @@ def test_line_count_mismatch_and_missing_file(corpus, tmp_path):
         tc.agreement_stats(read(src), ["x"])
     for hyp in (str(short), str(tmp_path / "nonexistent.trg")):
         r = run_cli("agreement", "--src", src, "--hyp", hyp)
-        assert r.returncode == 1
-        assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
+        error_line(r, alone=True)
     r = run_cli("agreement", "--src", src, "--hyp", src, "--bogus")
     assert r.returncode == 2 and "unrecognized" in r.stderr
 

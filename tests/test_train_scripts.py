@@ -9,7 +9,7 @@ import pytest
 
 import layers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, run_command
 
 SCRIPTS = {  # script: (source, target, vocabulary)
     'train_es-en.sh': ('es', 'en', 50000),
@@ -21,8 +21,7 @@ MULTI = {'--datasets': 2, '--dictionaries': 2, '--valid_datasets': 2}
 
 
 def run_script(script, *args, cwd=None):
-    return subprocess.run([os.path.join(ROOT, script)] + list(args), capture_output=True,
-                          text=True, cwd=cwd)
+    return run_command(script, args, cwd=cwd, python=False)
 
 
 def nmt_command(stdout):

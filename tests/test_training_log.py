@@ -1,4 +1,4 @@
-"""The training log (training_log.py): its reader on hand-made files, the
+"""The training log (machinery/training_log.py): its reader on hand-made files, the
 plotting command, and a real run asked to stop through the stop file."""
 import json
 import os
@@ -7,9 +7,9 @@ import subprocess
 import numpy
 import pytest
 
-from text_io import InputError
+from machinery.text_io import InputError
 from tiny_runs import PY, ROOT, make_corpus, start_training, wait_for_event
-from training_log import LogReader, read_training_log
+from machinery.training_log import LogReader, read_training_log
 
 PLOT = os.path.join(ROOT, 'analysis', 'plot_training.py')
 

@@ -3,14 +3,12 @@ random models (written once per module, no training): the output formats,
 batching and workers, the authors' inference, ensembles, unknown words, and
 the one-line errors on bad input (no output file left behind)."""
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, error_line, run_command
 PY = sys.executable
 SRC_WORDS = 'a b c d e f g h'.split()
 TRG_WORDS = 'x y z w v u'.split()
@@ -19,24 +17,12 @@ K, MAXLEN = 3, 7
 
 
 def run(script, args, cwd, check=True):
-    proc = subprocess.run([PY, os.path.join(ROOT, script)] + args, cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError('%s %s failed:\n%s' % (script, args, proc.stderr[-3000:]))
-    return proc
-
-
-def assert_one_line_error(proc, *names):
-    assert proc.returncode == 1, proc.stderr
-    last = proc.stderr.strip().split('\n')[-1]
-    assert last.startswith('error: '), proc.stderr
-    for name in names:
-        assert name in last, (name, last)
+    return run_command(script, args, cwd=cwd, check=check)
 
 
 def _save_model(path, decoder, seed, n_words=8, unk_bias=0., dictionaries=None):
     import nmt
-    from training_state import save_model
+    from machinery.training_state import save_model
     options = nmt.fill_options(dict(dim_word=6, dim=5, n_words_src=10, n_words=n_words,
                                     dictionaries=dictionaries or ['src.pkl', 'trg.pkl'],
                                     **decoder))
@@ -52,7 +38,7 @@ def _save_model(path, decoder, seed, n_words=8, unk_bias=0., dictionaries=None):
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory):
     sys.path.insert(0, ROOT)
-    import model_io
+    from machinery import model_io
     d = tmp_path_factory.mktemp('translate')
     for name, words in (('src', SRC_WORDS), ('trg', TRG_WORDS)):
         mapping = {w: i for i, w in enumerate(['<eos>', 'UNK'] + words)}
@@ -144,7 +130,7 @@ def test_inference_option(workdir):
                if r]
     assert all(r['inference'] == 'authors' for r in records)
     proc = translate(workdir, 'base.npz', 'never.txt', '--inference', 'authors', check=False)
-    assert_one_line_error(proc, 'base.npz', 'inference')
+    error_line(proc, 'base.npz', 'inference')
     assert not (workdir / 'never.txt').exists()
 
 
@@ -184,7 +170,7 @@ def test_bad_unk_dictionary(workdir, case):
     bad.write_text('a A\nb\n' if case == 'fields' else 'a A\nb B high\n')
     proc = translate(workdir, 'base.npz', 'never.txt', '--unk-dictionary', bad.name,
                      check=False)
-    assert_one_line_error(proc, bad.name, 'line 2')
+    error_line(proc, bad.name, 'line 2')
     assert not (workdir / 'never.txt').exists()
 
 
@@ -201,7 +187,7 @@ def test_ensemble(workdir):
     assert all(len(r['previous_attention']) == len(r['target']) for r in records)
     for name, what in (('big.npz', 'n_words'), ('otherdict.npz', 'target dictionaries')):
         proc = translate(workdir, 'base.npz', 'never.txt', '--ensemble', name, check=False)
-        assert_one_line_error(proc, 'base.npz', name, what)
+        error_line(proc, 'base.npz', name, what)
         assert not (workdir / 'never.txt').exists()
 
 
@@ -213,7 +199,7 @@ def test_rescore(workdir, nbest_run):
     proc = run('evaluation/rescore.py', ['-m', 'att.npz', 'base.npz', '-s', 'in.txt', '-i', 'nb.txt',
                               '-o', 'rescored.txt', '--inference', 'authors', '-b', '2'],
                workdir, check=False)   # base.npz has no authors' inference
-    assert_one_line_error(proc, 'base.npz', 'inference')
+    error_line(proc, 'base.npz', 'inference')
     assert not (workdir / 'rescored.txt').exists()
     run('evaluation/rescore.py', ['-m', 'att.npz', '-s', 'in.txt', '-i', 'nb.txt',
                        '-o', 'rescored.txt', '--inference', 'authors', '-b', '2'], workdir)
@@ -244,7 +230,7 @@ def test_rescore_bad_nbest(workdir, content):
     (workdir / 'bad.nbest').write_text(content)
     proc = run('evaluation/rescore.py', ['-m', 'base.npz', '-s', 'in.txt', '-i', 'bad.nbest',
                               '-o', 'never.txt'], workdir, check=False)
-    assert_one_line_error(proc, 'bad.nbest', 'line')
+    error_line(proc, 'bad.nbest', 'line')
     assert not (workdir / 'never.txt').exists()
 
 
@@ -252,5 +238,5 @@ def test_score_authors_inference_needs_an_attentive_residual_model(workdir):
     proc = run('score.py', ['-m', 'base.npz', '-s', 'in.txt', '-t', 'in.txt', '-o',
                             'never.txt', '-d', 'src.pkl', 'trg.pkl', '--inference',
                             'authors'], workdir, check=False)
-    assert_one_line_error(proc, 'base.npz', 'inference')
+    error_line(proc, 'base.npz', 'inference')
     assert not (workdir / 'never.txt').exists()

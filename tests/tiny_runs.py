@@ -4,11 +4,11 @@ test_faults.py)."""
 import json
 import os
 import subprocess
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = sys.executable
+from helpers import PY, ROOT, run_command
+from machinery import theano_flags
+
 NMT = os.path.join(ROOT, 'nmt.py')
 
 SRC = ['a b c', 'b c d e', 'c a', 'd d a b', 'e a c b d', 'a e']
@@ -25,8 +25,8 @@ TRAIN_FLAGS = ['--datasets', 'train.src', 'train.trg',
 # the time): what the tests check does not depend on it, and a run and the
 # run it is compared with always compile alike.  The production mode's graphs
 # are checked in-process (test_forward_vs_numpy.py, test_fast_ops.py).
-QUICK_ENV = dict(os.environ, THEANO_FLAGS=','.join(
-    f for f in ('optimizer=fast_compile', os.environ.get('THEANO_FLAGS')) if f))
+QUICK_ENV = dict(os.environ, THEANO_FLAGS=theano_flags.with_defaults(
+    os.environ.get('THEANO_FLAGS', ''), [('optimizer', 'fast_compile')]))
 
 
 def write(path, lines):
@@ -44,11 +44,8 @@ def make_corpus(directory):
 
 
 def run(args, cwd, check=True, env=QUICK_ENV):
-    proc = subprocess.run([PY] + args, cwd=cwd, capture_output=True, text=True,
-                          timeout=900, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError('%s failed:\n%s\n%s' % (args, proc.stdout, proc.stderr))
-    return proc
+    """The script args[0] (a path) with Theano's quick optimiser."""
+    return run_command(args[0], args[1:], cwd=cwd, check=check, env=env)
 
 
 def start_training(cwd, model, *flags):

@@ -32,8 +32,8 @@ import queue
 import signal
 import traceback
 
-import cli
-from text_io import InputError
+from machinery import cli
+from machinery.text_io import InputError
 
 # the signals that the parent handles while the workers start (they are
 # blocked meanwhile, so that a new worker never runs the parent's handlers)

@@ -23,8 +23,8 @@ from collections import OrderedDict
 
 import numpy
 
-from model_io import Archive, atomic_savez, save_options, load_archive_extras
-from text_io import InputError
+from machinery.model_io import Archive, atomic_savez, save_options, load_archive_extras
+from machinery.text_io import InputError
 
 
 class TrainingState(object):

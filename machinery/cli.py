@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 
-from text_io import InputError, one_line
+from machinery.text_io import InputError, one_line
 
 
 class CommandError(Exception):

@@ -35,7 +35,7 @@ import socket
 import sys
 import time
 
-from cli import CommandError
+from machinery.cli import CommandError
 
 # the variables by which launchers tell a process its rank and the number of
 # processes: Open MPI's mpirun, MPICH/Intel MPI's Hydra (PMI), Slurm's srun
@@ -284,7 +284,7 @@ def run(action):
     """cli.run for the commands that may run as several workers: the world
     first (a launch error is the command's one-line error), and a failing
     worker ends them all."""
-    import cli
+    from machinery import cli
     status = cli.run(lambda: (world(), quiet_workers(), action()))
     if _WORLD is None:
         return status

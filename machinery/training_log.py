@@ -32,9 +32,9 @@ import os
 import sys
 import time
 
-from cli import CommandError
-from model_io import write_error
-from text_io import InputError, check_readable, decode_line
+from machinery.cli import CommandError
+from machinery.model_io import write_error
+from machinery.text_io import InputError, check_readable, decode_line
 
 STOP_REASONS = ('finish_after', 'max_epochs', 'early_stop', 'bleu_early_stop',
                 'stop_file', 'signal', 'nan_cost')

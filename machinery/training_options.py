@@ -14,9 +14,9 @@ import os
 import sys
 from collections import OrderedDict
 
-from model_io import check_model_kind, load_options
-from text_io import InputError
-from training_state import resume_path
+from machinery.model_io import check_model_kind, load_options
+from machinery.text_io import InputError
+from machinery.training_state import resume_path
 
 # flags whose name is not the option's
 FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}

@@ -21,9 +21,9 @@ import os
 import re
 import weakref
 
-from cli import CommandError
-from model_io import remove_if_there, temporaries_of, write_error
-from training_state import resume_path, with_suffix
+from machinery.cli import CommandError
+from machinery.model_io import remove_if_there, temporaries_of, write_error
+from machinery.training_state import resume_path, with_suffix
 
 
 def lock_path(saveto):

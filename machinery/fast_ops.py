@@ -34,7 +34,7 @@ import contextlib
 import functools
 
 import numpy
-import theano_env  # noqa: F401  (configures Theano before its import)
+from machinery import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 from theano.compile import optdb

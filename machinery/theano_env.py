@@ -43,9 +43,9 @@ import os
 import sys
 import warnings
 
-import distributed
-import theano_flags
-import theano_repairs
+from machinery import distributed
+from machinery import theano_flags
+from machinery import theano_repairs
 
 # Theano 1.1.2 triggers these with numpy 1.23 / Python 3.11; they are noise.
 warnings.filterwarnings("ignore", category=DeprecationWarning)

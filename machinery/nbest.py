@@ -6,7 +6,7 @@ tokens separated by single spaces, ``score`` the cost of the hypothesis
 after rescoring (evaluation/rescore.py), further costs separated by spaces.  Every
 hypothesis of the final beam appears, best first.
 """
-from text_io import InputError, iter_lines
+from machinery.text_io import InputError, iter_lines
 
 SEPARATOR = ' ||| '
 

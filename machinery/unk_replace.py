@@ -12,7 +12,7 @@ Blank lines are ignored; any other line is an error naming the file and line.
 """
 import numpy
 
-from text_io import InputError, iter_lines
+from machinery.text_io import InputError, iter_lines
 
 UNK_TOKEN = 'UNK'
 

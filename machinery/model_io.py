@@ -27,8 +27,8 @@ import zipfile
 
 import numpy
 
-from cli import CommandError
-from text_io import InputError, check_readable, one_line as _one_line
+from machinery.cli import CommandError
+from machinery.text_io import InputError, check_readable, one_line as _one_line
 
 # Python 2 can read pickle protocols 0 to 2.
 PY2_PROTOCOL = 2

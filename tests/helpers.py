@@ -1,0 +1,48 @@
+"""What the test files share: the repository's root, running one of its
+commands, and the check of a command's one error line (docs/training.md#exit-statuses).
+
+conftest.py puts this folder on sys.path, so a test file imports it as
+``from helpers import ROOT, run_command, error_line``.
+"""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = sys.executable
+
+
+def run_command(script, args=(), cwd=None, check=False, timeout=900, env=None, python=True):
+    """Runs ROOT/script (with this Python unless python=False) with ``args``;
+    with check, an AssertionError that shows its output unless it exits 0."""
+    cmd = ([PY] if python else []) + [os.path.join(ROOT, script)] + [str(a) for a in args]
+    proc = subprocess.run(cmd, cwd=None if cwd is None else str(cwd), capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError('%s %s failed (exit status %d):\n%s\n%s'
+                             % (script, ' '.join(map(str, args)), proc.returncode,
+                                proc.stdout[-3000:], proc.stderr[-3000:]))
+    return proc
+
+
+def finished(status, stderr):
+    """What a command run in this process ended with (its exit status, its
+    stderr as captured), in the form error_line takes."""
+    return subprocess.CompletedProcess([], status, '', stderr)
+
+
+def error_line(proc, *needles, status=1, alone=False):
+    """The command's error line: it ends stderr, is the only ``error:`` or
+    ``interrupted:`` line (progress lines and warnings may come before it,
+    nothing if ``alone``), holds each of ``needles``, and no traceback was
+    printed; the exit status is ``status``."""
+    assert proc.returncode == status, (proc.returncode, proc.stderr[-3000:])
+    lines = proc.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith('error: '), proc.stderr[-3000:]
+    ends = sum(line.startswith(('error:', 'interrupted:')) for line in lines)
+    assert ends == 1 and (len(lines) == 1 or not alone), proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr + (proc.stdout or ''), proc.stderr[-3000:]
+    for needle in needles:
+        assert needle in lines[-1], (needle, lines[-1])
+    return lines[-1]
