@@ -29,8 +29,8 @@ It prints the table.  A run folder without result.json (still training) is
 skipped with a note.
 
 ``--at N`` gathers the runs as scored at an equal budget of N updates
-(``train_multi30k.sh --score-at N``: each run's ``at-N/`` folder), with the
-validation curves up to update N.
+(``train_multi30k.sh --score-at N``: each run's ``at-N/`` folder; a run that
+ended by update N is its own), with the validation curves up to update N.
 """
 import glob
 import os
@@ -57,6 +57,16 @@ LENGTH_TEST_SET = 'test_2016_flickr'
 LOG = 'model.npz.log.jsonl'
 
 
+def budget_folder(run_dir, at):
+    """Where the run's scores at ``at`` updates are: its at-N/ folder, or the
+    run itself when it ended by update N (its own result is the same)."""
+    own = os.path.join(run_dir, 'result.json')
+    if (not os.path.exists(os.path.join(run_dir, 'at-%d' % at, 'result.json'))
+            and os.path.exists(own) and load_json(own)['updates'] <= at):
+        return run_dir
+    return os.path.join(run_dir, 'at-%d' % at)
+
+
 def find_runs(runs_dir, at=None):
     """[(folder, result)] of the finished runs, by decoder then seed; with
     ``at``, their scores at that budget (folder: the run's at-N/)."""
@@ -64,7 +74,7 @@ def find_runs(runs_dir, at=None):
     for run_dir in sorted(glob.glob(os.path.join(runs_dir, '*'))):
         if not os.path.isdir(run_dir):
             continue
-        folder = os.path.join(run_dir, 'at-%d' % at) if at else run_dir
+        folder = budget_folder(run_dir, at) if at else run_dir
         result_path = os.path.join(folder, 'result.json')
         if not os.path.exists(result_path):
             print('note: %s has no result.json (still training?): left out' % folder,

@@ -91,18 +91,24 @@ def error_message(error):
 def run_command(cmd, what, quiet=False, error=CommandError, **popen_args):
     """Run a child command to its end; when it fails, ``error('WHAT failed:
     ...')`` with the child's own error line (child_error); when a signal
-    interrupted it (status 130 or 143), Interrupted with its status.  ``quiet``: its
-    output is captured (the CompletedProcess's stdout, text) and shown only
-    in the error; else it goes through, all but the child's error line."""
+    interrupted it (status 130 or 143, or the 'interrupted: SIGNAL ...' line
+    of a child under a launcher such as mpirun, which exits 1), Interrupted
+    with the signal's status.  ``quiet``: its output is captured (the
+    CompletedProcess's stdout, text) and shown only in the error; else it goes
+    through, all but the child's error and interrupted lines."""
+    interrupted = None
     if quiet:
         proc = subprocess.run(cmd, capture_output=True, text=True, **popen_args)
         lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
     else:
         child = subprocess.Popen(cmd, stderr=subprocess.PIPE, **popen_args)
-        line = forward_stderr(child.stderr)
+        line, interrupted = forward_stderr(child.stderr)
         proc = subprocess.CompletedProcess(cmd, child.wait())
         lines = ['error: ' + line] if line else []
     signum = proc.returncode - 128
+    said = interrupted.split()[0] if interrupted else None
+    if proc.returncode != 0 and not lines and said in ('SIGINT', 'SIGTERM'):
+        raise Interrupted(signal.Signals[said], '%s ended: %s' % (what, interrupted))
     if signum in (signal.SIGINT, signal.SIGTERM):   # the child said so itself
         raise Interrupted(signum, '%s ended by %s' % (what, signal.Signals(signum).name))
     if proc.returncode != 0:
@@ -121,8 +127,9 @@ def child_error(lines, status):
 
 def forward_stderr(stream):
     """Copy a child's stderr (a binary pipe) to ours as it comes, except its
-    'error:' line, which is returned (progress lines ending in \\r pass too)."""
-    error, pending = None, b''
+    'error:' and 'interrupted:' lines: (the error line, the last interrupted
+    line), each without its label, or None (progress lines ending in \\r pass too)."""
+    said, pending = {}, b''
     for chunk in iter(lambda: stream.read1(4096), b''):
         pending += chunk
         while True:
@@ -131,14 +138,15 @@ def forward_stderr(stream):
                 break
             for piece in pending[:cut + 1].splitlines(keepends=True):
                 text = piece.decode('utf-8', 'replace')
-                if text.startswith('error: '):
-                    error = text[len('error: '):].strip()
+                label = text.partition(': ')[0]
+                if label in ('error', 'interrupted') and ': ' in text:
+                    said[label] = text[len(label) + 2:].strip()   # the last one
                 else:
                     sys.stderr.write(text)
             pending = pending[cut + 1:]
     sys.stderr.write(pending.decode('utf-8', 'replace'))
     sys.stderr.flush()
-    return error
+    return said.get('error'), said.get('interrupted')
 
 
 def positive_int(text):

@@ -188,7 +188,11 @@ def test_results_gathered_at_a_budget(tmp_path):
         (folder / 'at-1000' / 'result.json').write_text(json.dumps(result))
         for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
             shutil.copy(folder / (test_set + '.hyp.tok'), folder / 'at-1000')
-    (runs / 'attentive-seed1').mkdir()      # not scored at 1000: left out
+    fake_run(runs, data, 'attentive', 1, refs, 33.)  # ended at 2000, not scored at 1000
+    # a run that ended by update 1000 is its own result at 1000
+    fake_run(runs, data, 'memory', 1, refs, 31.)
+    result = json.loads((runs / 'memory-seed1' / 'result.json').read_text())
+    (runs / 'memory-seed1' / 'result.json').write_text(json.dumps(dict(result, updates=900)))
     proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
                                                         'multi30k_results.py'),
                            str(runs), '--data', str(data), '--out', str(out),
@@ -196,8 +200,8 @@ def test_results_gathered_at_a_budget(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert 'attentive-seed1/at-1000 has no result.json' in proc.stderr
     results = json.loads((out / 'results.json').read_text())
-    assert [(r['decoder'], r['budget'], r['best_valid_bleu']) for r in results] == [
-        ('baseline', 1000, 20.), ('mean', 1000, 22.)]
+    assert [(r['decoder'], r['updates'], r['best_valid_bleu']) for r in results] == [
+        ('baseline', 1000, 20.), ('mean', 1000, 22.), ('memory', 900, 31.)]
     assert (out / 'logs' / 'mean-seed1.log.jsonl').exists()
     assert (out / 'validation.png').stat().st_size > 0
 

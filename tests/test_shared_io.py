@@ -134,3 +134,16 @@ def test_a_child_command_that_fails_or_is_interrupted():
     with pytest.raises(cli.Interrupted) as raised:
         cli.run_command([sys.executable, '-c', 'import sys; sys.exit(143)'], 'step')
     assert raised.value.status == 143 and str(raised.value) == 'step ended by SIGTERM'
+    # a launcher (mpirun) that exits 1 after its workers said they were interrupted
+    launcher = [sys.executable, '-c', 'import sys; [print("interrupted: SIGTERM at update %d: '
+                'the checkpoint is in m.npz" % u, file=sys.stderr) for u in (7, 8)]; sys.exit(1)']
+    with pytest.raises(cli.Interrupted) as raised:
+        cli.run_command(launcher, 'nmt.py')
+    assert raised.value.status == 143
+    assert str(raised.value) == 'nmt.py ended: SIGTERM at update 8: the checkpoint is in m.npz'
+    # an error line wins over an interrupted one: the step failed
+    both = [sys.executable, '-c', 'import sys; print("interrupted: SIGINT", file=sys.stderr); '
+            'print("error: disk full", file=sys.stderr); sys.exit(1)']
+    with pytest.raises(cli.CommandError, match='^step failed: disk full$') as raised:
+        cli.run_command(both, 'step')
+    assert not isinstance(raised.value, cli.Interrupted)
