@@ -50,7 +50,8 @@ def test_the_linked_openblas_runs_modern_kernels_here():
         pytest.skip('no OpenBLAS linked, or a CPU without AVX2')
     library = os.path.join(next(f[2:] for f in flags if f.startswith('-L')), 'libopenblas.so')
     env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_CORETYPE'}
-    script = ('import theano_env, sys; print(theano_env.openblas_corename(sys.argv[1]))')
+    script = ('import sys; from machinery import theano_env; '
+              'print(theano_env.openblas_corename(sys.argv[1]))')
     out = subprocess.run([sys.executable, '-c', script, library], env=env,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          stdout=subprocess.PIPE, universal_newlines=True, check=True)

@@ -185,7 +185,7 @@ def test_killed_worker_ends_the_run_and_the_checkpoint_resumes(corpus):
 
     (corpus / 'killed_worker.py').write_text(KILLED_WORKER)
     proc = mpirun(2, ['killed_worker.py', NMT, '--model', 'killed.npz',
-                      '--finish_after', '1000000'] + flags, corpus, timeout=120, check=False)
+                      '--finish_after', '1000000'] + flags, corpus, timeout=900, check=False)
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.startswith('error:')]
     assert lines and 'worker 1 (pid' in lines[0], proc.stderr[-3000:]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import CONFIGS, make_batch, tiny_options
+from helpers import ROOT
 
 import theano  # noqa: E402
 import theano.tensor as tensor  # noqa: E402
@@ -432,10 +433,10 @@ def test_threads_default_to_every_core_and_workers_limit_them():
     import sys
     from machinery import theano_env
     env = {k: v for k, v in os.environ.items() if k not in theano_env.THREAD_VARIABLES}
-    code = ('import os, theano_env; print(",".join(os.environ[v] '
+    code = ('import os; from machinery import theano_env; print(",".join(os.environ[v] '
             'for v in theano_env.THREAD_VARIABLES))')
-    out = subprocess.run([sys.executable, '-c', code], env=env, cwd=os.path.dirname(
-        os.path.abspath(theano_env.__file__)), capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, '-c', code], env=env, cwd=ROOT,
+                         capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ','.join([str(theano_env.usable_cores())] * 3)
     if not _omp_set_num_threads(2):
         pytest.skip('no libgomp')
