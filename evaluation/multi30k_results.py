@@ -189,9 +189,10 @@ def portable_command(command, data_dir, runs_dir):
     places = [(os.path.abspath(data_dir), 'data/multi30k'),
               (os.path.abspath(runs_dir), 'runs/multi30k')]
     words = shlex.split(command)
-    launcher = []
-    if words and os.path.basename(words[0]) == 'mpirun':
-        launcher, words = ['mpirun'] + words[1:3], words[3:]
+    from machinery import distributed
+    workers, command = distributed.split_mpirun(words)
+    launcher = ['mpirun', '-np', str(workers)] if len(command) < len(words) else []
+    words = command
     out = launcher + ['.venv/bin/python'] + [
         os.path.basename(w) if w.endswith('/nmt.py') else w for w in words[1:]]
     for i, word in enumerate(out):

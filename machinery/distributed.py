@@ -69,6 +69,14 @@ def mpirun_command(n_workers, command):
     return [mpirun, '-np', str(n_workers)] + list(command), env
 
 
+def split_mpirun(words):
+    """(workers, the command) of a command line that mpirun_command made (1 and
+    the words themselves for one that has no launcher)."""
+    if len(words) > 2 and os.path.basename(words[0]) == 'mpirun' and words[1] == '-np':
+        return int(words[2]), list(words[3:])
+    return 1, list(words)
+
+
 def _env_int(names):
     for name in names:
         value = os.environ.get(name, '')

@@ -287,9 +287,8 @@ def score_at(args):
                   test_beam=TINY_TEST_BEAM if args.tiny else TEST_BEAM, test=tests)
     if 'command' not in result:   # a run stopped before its end: what command.txt says
         result['command'] = read_lines(os.path.join(run_dir, 'command.txt'))[0]
-        words = result['command'].split()
-        launched = os.path.basename(words[0]) == 'mpirun' and words[1:2] == ['-np']
-        result.update(workers=int(words[2]) if launched else 1, commit=None)
+        workers, _ = distributed.split_mpirun(result['command'].split())
+        result.update(workers=workers, commit=None)
     result.pop('total_wall_seconds', None)
     write_json(os.path.join(args.model_dir, 'result.json'), result, indent=2)
     print('result: %s' % os.path.join(args.model_dir, 'result.json'))
