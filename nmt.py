@@ -640,7 +640,9 @@ class CompiledModel(Compiled):
         params = init_params(model_options)
         if output_log_probs is not None:
             params['ff_logit_b'] = unigram_output_bias(output_log_probs)
-        self.init_parameters(params, options, reloading)
+        self.make(params, options, model_options, reloading)
+
+    def build(self, options, model_options):
         graph = training_graph(self.tparams, model_options)
         self.trng, self.use_noise = graph.trng, graph.use_noise
         self.f_init, self.f_next = build_sampler(self.tparams, model_options,
@@ -882,4 +884,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    # run as the module nmt, so that what the function cache pickles names
+    # nmt's classes (as when another program imports nmt), not __main__'s
+    import nmt
+    sys.exit(nmt.main())

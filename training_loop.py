@@ -38,6 +38,7 @@ from collections import OrderedDict, namedtuple
 import numpy
 
 from machinery import distributed
+from machinery import function_cache
 from machinery.cli import CommandError, Interrupted, error_message
 from machinery.model_io import load_archive_extras, load_params
 from machinery.progress import Progress
@@ -63,17 +64,67 @@ class TrainingError(CommandError):
 Prepared = namedtuple('Prepared', 'inputs sentences words')
 
 
+# options that steer a run but shape none of its graphs: they stay out of the
+# function cache's key (every other option, known or new, is in it)
+RUN_OPTIONS = frozenset([
+    'datasets', 'dataset', 'dictionaries', 'dictionary', 'valid_datasets',
+    'valid_dataset', 'saveto', 'reload_', 'reload_model_only', 'overwrite',
+    'dispFreq', 'validFreq', 'saveFreq', 'sampleFreq', 'bleu_valid_freq',
+    'bleu_valid_beam', 'bleu_valid_ref', 'bleu_valid_postprocess',
+    'external_validation_script', 'patience', 'bleu_patience', 'max_epochs',
+    'finish_after', 'seed', 'shuffle_each_epoch', 'batch_size',
+    'valid_batch_size', 'maxlen'])
+
+
 class Compiled(object):
     """What the loop needs of a model: ``tparams``, ``trng``, ``use_noise``
-    and ``compile_optimizer``'s ``f_grad_shared``, ``f_update``, ``opt_state``."""
+    and ``compile_optimizer``'s ``f_grad_shared``, ``f_update``, ``opt_state``.
+    A subclass defines ``build(options, model_options)``, which makes the
+    graphs and compiles them over ``self.tparams``; ``make`` calls it, or
+    loads what it made in an earlier run with the same graphs
+    (machinery/function_cache.py)."""
 
-    def init_parameters(self, params, options, reloading):
-        """``tparams``: ``params`` (initial values), or when reloading the
-        model file's values of them."""
+    def make(self, params, options, model_options, reloading):
+        """``tparams`` with ``params`` (initial values; when reloading, the
+        model file's values of them) and the compiled functions."""
+        values = self.initial_values(params, options, reloading)
+        cached = function_cache.enabled()
+        if cached:
+            t0 = time.time()
+            key = self.cache_key(options, model_options)
+            given = OrderedDict(('param:' + k, v) for k, v in values.items())
+            bundle = function_cache.load(key, given)
+            if bundle is not None:
+                self.__dict__.update(bundle)
+                print('Compiled functions from the cache in %.1f s (%s=off compiles '
+                      'them)' % (time.time() - t0, function_cache.VARIABLE))
+                return
+        self.tparams = init_tparams(values)
+        self.build(options, model_options)
+        if cached:
+            function_cache.save(key, dict(self.__dict__),
+                                OrderedDict(('param:' + k, v) for k, v in self.tparams.items()))
+
+    def build(self, options, model_options):
+        raise NotImplementedError
+
+    def cache_key(self, options, model_options):
+        """The function cache's key: this class, the options that shape the
+        graphs, the model's options, and whether the gradients are summed
+        over MPI workers (data_parallel.py compiles other functions)."""
+        shaping = dict((k, v) for k, v in options.items() if k not in RUN_OPTIONS)
+        shaping.update(('model:' + k, v) for k, v in model_options.items()
+                       if k not in RUN_OPTIONS)
+        shaping['data_parallel'] = distributed.world().size > 1
+        return function_cache.cache_key(type(self).__name__, shaping)
+
+    @staticmethod
+    def initial_values(params, options, reloading):
+        """``params``, or when reloading the model file's values of them."""
         if reloading:
             print('Reloading model parameters')
-            params = load_params(options['saveto'], params, strict=True)
-        self.tparams = init_tparams(params)
+            return load_params(options['saveto'], params, strict=True)
+        return params
 
     def compile_optimizer(self, options, inputs, cost):
         """The optimizer's functions for ``cost`` with clipped gradients."""

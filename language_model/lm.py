@@ -376,7 +376,9 @@ class LMModel(Compiled):
     """The parameters and compiled functions of a training run."""
 
     def __init__(self, options, model_options, reloading):
-        self.init_parameters(init_params(model_options), options, reloading)
+        self.make(init_params(model_options), options, model_options, reloading)
+
+    def build(self, options, model_options):
         (self.trng, self.use_noise, y, y_mask, _, _,
          cost) = build_model(self.tparams, model_options)
         self.f_log_probs = theano.function([y, y_mask], cost, name='f_log_probs')

@@ -533,6 +533,33 @@ REPAIRS = [
         "written to a partial file and renamed over key.pkl: a reader finds "
         "no key yet (and leaves the folder alone) or the whole key.",
         _whole_key_files),
+    SourceEdit(
+        "props_less_ops_kept", "theano.link.c.basic",
+        "The compile cache keeps a module across processes only when every "
+        "part of its key has a version, and CLinker counts an op's __props__ "
+        "among those parts: an op without properties (Dot22, Alloc, "
+        "DeepCopyOp, AdvancedSubtensor1, SoftmaxWithBias, the project's "
+        "SoftmaxNll, ...) has the empty tuple, which reads as 'no version'.  "
+        "Their modules, versioned by c_code_cache_version like any other, "
+        "were compiled again by every process and deleted at its exit: 14 "
+        "compilations, most of a warm start-up's seconds at the Multi30k "
+        "size.  Empty properties stand in the key as a marker that is not "
+        "empty; an op without c_code_cache_version stays unversioned.",
+        ("version.append(node.op.__props__)",
+         "version.append(node.op.__props__ or (\"no __props__\",))")),
+    SourceEdit(
+        "external_op_version", "theano.graph.op",
+        "An op whose C code Theano reads from files (ExternalCOp: DimShuffle, "
+        "and many GPU ops) takes its version from hash() of that code, and "
+        "Python salts the hash of a string anew in every process: the "
+        "version never matches the cached module's, so every process "
+        "compiles its modules again and adds one more to the compile folder "
+        "(1,760 copies of DimShuffle's after a few months of this project's "
+        "runs and tests, 350 MB).  The version is a digest of the code, the "
+        "same in every process.",
+        ("version = (hash(tuple(self.func_codes)),)",
+         "version = (__import__(\"hashlib\").sha256("
+         "\"\\0\".join(self.func_codes).encode()).hexdigest(),)")),
     AfterImport(
         "exact_integer_max_min", "theano.scalar.basic",
         "The C code of maximum and minimum keeps a third branch, nan(\"\"), "

@@ -111,6 +111,36 @@ def probe_whole_key_files():
         shutil.rmtree(folder)
 
 
+def probe_props_less_ops_kept():
+    """A module of an op without properties (Dot22) has a versioned key: the
+    compile cache keeps it for the next process instead of compiling it again."""
+    from theano.graph.fg import FunctionGraph
+    from theano.link.c.basic import CLinker
+    x, y = tensor.matrix('x'), tensor.matrix('y')
+    fn = theano.function([x, y], tensor.dot(x, y))
+    dot = [n for n in fn.maker.fgraph.toposort() if type(n.op).__name__ == 'Dot22']
+    assert dot, 'no Dot22 in %s' % fn.maker.fgraph.toposort()
+    inputs = [i.type() for i in dot[0].inputs]
+    graph = FunctionGraph(inputs, [dot[0].op(*inputs)])
+    version, _ = CLinker().accept(graph).cmodule_key()
+    assert version, 'the module of Dot22 is unversioned: compiled again by every process'
+
+
+def probe_external_op_version():
+    """The version of an op whose C code comes from files (DimShuffle) is the
+    same in another process (Python salts str hashes per process)."""
+    import subprocess
+    code = ('from machinery import theano_env\n'
+            'from theano.tensor.elemwise import DimShuffle\n'
+            'print(DimShuffle((False,), ["x", 0]).c_code_cache_version())')
+    versions = set()
+    for seed in ('1', '2'):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        versions.add(subprocess.check_output([sys.executable, '-c', code], env=env,
+                                             cwd=sys.path[0], text=True).strip())
+    assert len(versions) == 1, 'DimShuffle\'s version differs between processes: %s' % versions
+
+
 def probe_elemwise():
     """Element-wise operations fused into one kernel, constants inside."""
     x, y = tensor.matrix('x'), tensor.matrix('y')

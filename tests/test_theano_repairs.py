@@ -24,7 +24,8 @@ OPENCL_REASON = why_not('opencl')
 needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
 
 CPU_PROBES = ['scan', 'scan_reorder', 'scan_output_address', 'integer_max_min',
-              'no_mpi_at_import', 'numpy_aliases', 'no_numpy_distutils', 'whole_key_files']
+              'no_mpi_at_import', 'numpy_aliases', 'no_numpy_distutils', 'whole_key_files',
+              'props_less_ops_kept', 'external_op_version']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
               'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
@@ -41,6 +42,8 @@ NEEDS = {
     'no_numpy_distutils': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
     'no_numpy_distutils_blas': ('cpu', 'no_numpy_distutils', 'numpy.distutils'),
     'whole_key_files': ('cpu', 'whole_key_files', 'half-written key.pkl'),
+    'props_less_ops_kept': ('cpu', 'props_less_ops_kept', 'unversioned'),
+    'external_op_version': ('cpu', 'external_op_version', 'differs between processes'),
     'scan_output_address': ('cpu', 'scan_output_address', 'compares the outputs\' contents'),
     'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
     'gpuarray_use_optdb': ('opencl', 'elemwise', "has no attribute 'add_tags'"),

@@ -1,0 +1,201 @@
+"""Compiled Theano functions kept from one run to the next: a warm start-up
+without graph optimisation.
+
+Theano keeps the C code of each op across processes, but not the optimised
+graphs: every training run optimises its graphs again, which is most of its
+start-up with a warm C cache.  A compiled function pickles with its optimised
+graph (Theano's FunctionMaker keeps it, and unpickling only links it again
+while ``config.reoptimize_unpickled_function`` is off, its default), so a run
+can save the bundle of functions it compiled and the next run with the same
+graphs can load it instead of building and optimising them.
+
+The bundle is kept in Theano's compile folder (``function_cache/``), under a
+key made of everything that shapes the graphs: the project's Python source,
+Theano's version and whole configuration (device, floatX, optimiser, flags),
+the repairs in force and the caller's options.  A different key is a miss,
+never a stale graph.  The values of the named shared variables are not
+stored: those the caller names (the parameters) come back with the values it
+gives at loading, the large all-zero arrays (the optimiser's accumulators and
+gradient buffers) as fresh zeros of their shape.
+
+On the CPU only: a GPU function's storage lives on a device context, which
+this cache does not save (there the functions are compiled as before).
+``NMT_FUNCTION_CACHE=off`` turns the cache off; ``NMT_FUNCTION_CACHE=DIR``
+keeps the bundles in DIR.
+"""
+import glob
+import hashlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+import zlib
+from contextlib import contextmanager
+
+import numpy
+
+VARIABLE = 'NMT_FUNCTION_CACHE'
+OFF = ('0', 'off', 'no', 'false')
+FOLDER = 'function_cache'
+KEEP = 16          # bundles kept; the least recently used go first
+ZEROS_FROM = 4096  # bytes: an all-zero array this large is stored as its shape
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def enabled():
+    """The cache is on: the CPU device, and not turned off by the user."""
+    import theano
+    return (os.environ.get(VARIABLE, '').lower() not in OFF
+            and theano.config.device == 'cpu')
+
+
+def folder():
+    """Where the bundles are kept: NMT_FUNCTION_CACHE's folder, or
+    function_cache/ in Theano's compile folder."""
+    import theano
+    return (os.environ.get(VARIABLE) or
+            os.path.join(theano.config.compiledir, FOLDER))
+
+
+def source_digest():
+    """A digest of the project's Python files (the top level and machinery/):
+    any edit of the code that builds the graphs changes the key."""
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(ROOT, '*.py')) +
+                       glob.glob(os.path.join(ROOT, 'machinery', '*.py'))):
+        with open(path, 'rb') as f:
+            digest.update(os.path.basename(path).encode() + b'\0' + f.read())
+    return digest.hexdigest()
+
+
+def cache_key(kind, parts):
+    """The key of a bundle of ``kind`` built from ``parts`` (a dict of plain
+    values: the caller's options), with everything else that shapes a
+    compiled graph."""
+    import theano
+    from machinery import theano_repairs
+    config = theano.config
+    settings = sorted((name, repr(getattr(config, name)))
+                      for name in config._config_var_dict)
+    # the program: a class it defines pickles as __main__'s, found again
+    # only when the same program loads the bundle
+    program = getattr(sys.modules.get('__main__'), '__file__', None)
+    whole = repr((kind, program, sorted((k, repr(v)) for k, v in parts.items()), settings,
+                  theano.__version__, numpy.__version__, sys.version,
+                  [r.name for r in theano_repairs.active()], source_digest()))
+    return hashlib.sha256(whole.encode()).hexdigest()[:32]
+
+
+def _path(key):
+    return os.path.join(folder(), key + '.pkl.z')
+
+
+@contextmanager
+def _deep_recursion():
+    """Optimised graphs nest deeper than Python's default recursion limit."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 50000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a bundle without the values of the given shared variables
+    (a name stands for each) nor those of its large all-zero arrays (the
+    optimiser's accumulators and gradient buffers: their shape stands for
+    each)."""
+
+    def __init__(self, f, given):
+        pickle.Pickler.__init__(self, f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.given = dict((id(var.get_value(borrow=True, return_internal_type=True)), name)
+                          for name, var in given.items())
+
+    def persistent_id(self, obj):
+        if not isinstance(obj, numpy.ndarray):
+            return None
+        if id(obj) in self.given:
+            return ('given', self.given[id(obj)])
+        if obj.nbytes >= ZEROS_FROM and not obj.any():
+            # one token an array: two arrays never become one
+            return ('zeros', id(obj), obj.shape, obj.dtype.str)
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    """Puts the given values and fresh zeros back in place of the tokens:
+    one array a token (a name), so that an array seen twice is one array
+    again and two variables never share one."""
+
+    def __init__(self, f, given):
+        pickle.Unpickler.__init__(self, f)
+        self.given, self.made = given, {}
+
+    def persistent_load(self, token):
+        if token not in self.made:
+            if token[0] == 'given':
+                self.made[token] = numpy.array(self.given[token[1]], copy=True)
+            else:
+                self.made[token] = numpy.zeros(token[2], dtype=token[3])
+        return self.made[token]
+
+
+def load(key, given):
+    """The bundle saved under ``key``, its given values in place; None when
+    there is none or it cannot be read (then it is removed, with one line)."""
+    path = _path(key)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, 'rb') as f:
+            data = zlib.decompress(f.read())
+        with _deep_recursion():
+            bundle = _Unpickler(io.BytesIO(data), given).load()
+    except Exception as error:   # a damaged or foreign file: compile instead
+        print('function cache: %s unreadable (%s: %s); compiling instead'
+              % (path, type(error).__name__, error), file=sys.stderr)
+        _remove(path)
+        return None
+    os.utime(path)   # recently used
+    return bundle
+
+
+def save(key, bundle, given):
+    """Saves ``bundle`` under ``key`` without the values of the shared
+    variables in ``given`` (a dict name -> shared variable; ``load`` takes
+    their values by these names).  Written whole or not at all; failing to
+    save only costs the next run its compile."""
+    path = _path(key)
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        data = io.BytesIO()
+        with _deep_recursion():
+            _Pickler(data, given).dump(bundle)
+        fd, partial = tempfile.mkstemp(dir=folder, suffix='.partial')
+        with os.fdopen(fd, 'wb') as f:
+            f.write(zlib.compress(data.getbuffer(), 1))   # graphs: 7x smaller
+        os.replace(partial, path)
+    except Exception as error:
+        print('function cache: not saved (%s: %s)' % (type(error).__name__, error),
+              file=sys.stderr)
+        if 'partial' in locals():
+            _remove(partial)
+        return
+    _forget_old(folder)
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _forget_old(folder):
+    """Keeps the KEEP most recently used bundles."""
+    paths = sorted(glob.glob(os.path.join(folder, '*.pkl.z')), key=os.path.getmtime)
+    for path in paths[:-KEEP]:
+        _remove(path)

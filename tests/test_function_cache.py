@@ -1,0 +1,109 @@
+"""The function cache (machinery/function_cache.py): a run whose graphs an
+earlier run compiled loads them, trains to the same numbers as a run that
+compiles them, and a bundle that cannot be used costs a compile, never a
+wrong run."""
+import os
+import pickle
+import zlib
+
+import numpy
+import pytest
+
+from machinery import theano_env  # noqa: F401  (before theano)
+import theano
+
+from machinery import function_cache
+import tiny_runs
+
+LOADED = 'Compiled functions from the cache'
+COMPILED = 'Building optimizer'
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+    directory = tmp_path_factory.mktemp('function_cache')
+    tiny_runs.make_corpus(directory)
+    return directory
+
+
+def train(corpus, cache, model, *flags):
+    """A 4-update run with the cache in ``cache`` ('off': none); its output."""
+    env = dict(tiny_runs.QUICK_ENV, NMT_FUNCTION_CACHE=str(cache))
+    proc = tiny_runs.run([tiny_runs.NMT, '--model', model, '--finish_after', '4']
+                         + tiny_runs.TRAIN_FLAGS + list(flags), cwd=corpus, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def parameters(path):
+    with numpy.load(str(path)) as archive:
+        return dict((k, archive[k]) for k in archive.files if not k.startswith(('history', 'uidx', 'zipped')))
+
+
+def test_a_run_loads_what_an_earlier_run_compiled_and_trains_alike(corpus, tmp_path):
+    """The first run compiles and saves; the second (another seed, so other
+    initial parameters) loads and ends with the very parameters of a run of
+    that seed that compiles."""
+    cache = tmp_path / 'cache'
+    first = train(corpus, cache, 'first.npz', '--seed', '1')
+    assert COMPILED in first and LOADED not in first
+    assert len(os.listdir(str(cache))) == 1
+    loaded = train(corpus, cache, 'loaded.npz', '--seed', '2')
+    assert LOADED in loaded and COMPILED not in loaded
+    compiled = train(corpus, 'off', 'compiled.npz', '--seed', '2')
+    assert COMPILED in compiled
+    got, want = parameters(corpus / 'loaded.npz'), parameters(corpus / 'compiled.npz')
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert numpy.array_equal(got[name], want[name]), name
+    # and the seed did matter: the first run's parameters differ
+    assert not numpy.array_equal(parameters(corpus / 'first.npz')['Wemb'], want['Wemb'])
+
+
+def test_other_graphs_are_compiled_not_loaded(corpus, tmp_path):
+    cache = tmp_path / 'cache'
+    train(corpus, cache, 'a.npz')
+    other = train(corpus, cache, 'b.npz', '--dim', '6')
+    assert COMPILED in other and LOADED not in other
+    assert len(os.listdir(str(cache))) == 2
+
+
+def test_a_damaged_bundle_is_compiled_again_and_replaced(corpus, tmp_path):
+    cache = tmp_path / 'cache'
+    train(corpus, cache, 'a.npz')
+    [name] = os.listdir(str(cache))
+    with open(str(cache / name), 'r+b') as f:
+        f.truncate(1000)
+    out = train(corpus, cache, 'b.npz')
+    assert COMPILED in out and 'unreadable' in out and name in out
+    assert LOADED in train(corpus, cache, 'c.npz')
+
+
+def test_the_key_holds_the_configuration_and_the_options():
+    key = function_cache.cache_key('Model', {'dim': 5})
+    assert function_cache.cache_key('Model', {'dim': 5}) == key
+    assert function_cache.cache_key('Model', {'dim': 6}) != key
+    assert function_cache.cache_key('Other', {'dim': 5}) != key
+    with theano.config.change_flags(optimizer='fast_compile'):
+        assert function_cache.cache_key('Model', {'dim': 5}) != key
+
+
+def test_given_values_and_zeros_are_left_out_and_come_back_apart(tmp_path, monkeypatch):
+    """Given shared variables are stored as names and loaded with the values
+    given then; two all-zero arrays come back as two arrays, not one."""
+    monkeypatch.setenv(function_cache.VARIABLE, str(tmp_path))
+    weight = theano.shared(numpy.arange(4096, dtype='float32'), name='W')
+    zeros_a, zeros_b = numpy.zeros(2048, 'float32'), numpy.zeros(2048, 'float32')
+    small = numpy.zeros(3, 'float32')
+    bundle = {'W': weight, 'a': zeros_a, 'b': zeros_b, 'a_again': zeros_a, 'small': small}
+    function_cache.save('k', bundle, {'param:W': weight})
+    assert os.path.getsize(str(tmp_path / 'k.pkl.z')) < 1024   # no value stored
+    new_weight = numpy.full(4096, 7, dtype='float32')
+    loaded = function_cache.load('k', {'param:W': new_weight})
+    assert numpy.array_equal(loaded['W'].get_value(), new_weight)
+    assert loaded['a'] is loaded['a_again'] and loaded['a'] is not loaded['b']
+    assert not loaded['a'].any() and loaded['a'].shape == (2048,)
+    assert numpy.array_equal(loaded['small'], small)
+    with open(str(tmp_path / 'k.pkl.z'), 'rb') as f:   # the tokens are in the file
+        with pytest.raises(pickle.UnpicklingError):
+            pickle.loads(zlib.decompress(f.read()))
