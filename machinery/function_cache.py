@@ -41,6 +41,9 @@ FOLDER = 'function_cache'
 KEEP = 16          # bundles kept; the least recently used go first
 ZEROS_FROM = 4096  # bytes: an all-zero array this large is stored as its shape
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the project's folders whose Python files build graphs: the top level (nmt,
+# layers, optimizers, ...), machinery/ (fast_ops, ...), the language model
+SOURCE_FOLDERS = ('', 'machinery', 'language_model')
 
 
 def enabled():
@@ -59,13 +62,14 @@ def folder():
 
 
 def source_digest():
-    """A digest of the project's Python files (the top level and machinery/):
-    any edit of the code that builds the graphs changes the key."""
+    """A digest of the Python files that build graphs (SOURCE_FOLDERS): any
+    edit of them changes the key."""
     digest = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(ROOT, '*.py')) +
-                       glob.glob(os.path.join(ROOT, 'machinery', '*.py'))):
-        with open(path, 'rb') as f:
-            digest.update(os.path.basename(path).encode() + b'\0' + f.read())
+    for folder in SOURCE_FOLDERS:
+        for path in sorted(glob.glob(os.path.join(ROOT, folder, '*.py'))):
+            with open(path, 'rb') as f:
+                digest.update(os.path.join(folder, os.path.basename(path)).encode() + b'\0' +
+                              f.read())
     return digest.hexdigest()
 
 

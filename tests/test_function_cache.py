@@ -107,3 +107,15 @@ def test_given_values_and_zeros_are_left_out_and_come_back_apart(tmp_path, monke
     with open(str(tmp_path / 'k.pkl.z'), 'rb') as f:   # the tokens are in the file
         with pytest.raises(pickle.UnpicklingError):
             pickle.loads(zlib.decompress(f.read()))
+
+
+def test_an_edit_of_any_graph_building_file_changes_the_digest(tmp_path, monkeypatch):
+    monkeypatch.setattr(function_cache, 'ROOT', str(tmp_path))
+    for folder in function_cache.SOURCE_FOLDERS:
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / 'code.py').write_text('x = 1\n')
+    digest = function_cache.source_digest()
+    for folder in function_cache.SOURCE_FOLDERS:
+        (tmp_path / folder / 'code.py').write_text('x = 2\n')
+        assert function_cache.source_digest() != digest, folder
+        digest = function_cache.source_digest()
