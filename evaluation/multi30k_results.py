@@ -89,14 +89,18 @@ def find_runs(runs_dir, at=None):
 
 
 def mean_std(values):
+    """(mean, standard deviation) of the values there are; the deviation is
+    None for one value (one seed has no spread to show), both for none."""
     values = [v for v in values if v is not None]
     if not values:
         return None, None
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.)
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
 def fmt(mean, std):
-    return '–' if mean is None else '%.2f ± %.2f' % (mean, std)
+    if mean is None:
+        return '–'
+    return '%.2f' % mean if std is None else '%.2f ± %.2f' % (mean, std)
 
 
 def decoder_rows(runs):

@@ -202,6 +202,10 @@ def test_results_gathered_at_a_budget(tmp_path):
     results = json.loads((out / 'results.json').read_text())
     assert [(r['decoder'], r['updates'], r['best_valid_bleu']) for r in results] == [
         ('baseline', 1000, 20.), ('mean', 1000, 22.), ('memory', 900, 31.)]
+    # one seed a decoder: its figures without a spread (not '± 0.00')
+    rows = {line.split(' | ')[0].lstrip('| '): line for line in
+            (out / 'results.md').read_text().splitlines()[2:]}
+    assert ' | 22.00 | ' in rows['mean'] and '±' not in rows['mean']
     assert (out / 'logs' / 'mean-seed1.log.jsonl').exists()
     assert (out / 'validation.png').stat().st_size > 0
 
