@@ -35,6 +35,8 @@ from contextlib import contextmanager
 
 import numpy
 
+from machinery.model_io import remove_if_there
+
 VARIABLE = 'NMT_FUNCTION_CACHE'
 OFF = ('0', 'off', 'no', 'false')
 FOLDER = 'function_cache'
@@ -160,7 +162,7 @@ def load(key, given):
     except Exception as error:   # a damaged or foreign file: compile instead
         print('function cache: %s unreadable (%s: %s); compiling instead'
               % (path, type(error).__name__, error), file=sys.stderr)
-        _remove(path)
+        remove_if_there(path)
         return None
     os.utime(path)   # recently used
     return bundle
@@ -186,20 +188,13 @@ def save(key, bundle, given):
         print('function cache: not saved (%s: %s)' % (type(error).__name__, error),
               file=sys.stderr)
         if 'partial' in locals():
-            _remove(partial)
+            remove_if_there(partial)
         return
     _forget_old(folder)
-
-
-def _remove(path):
-    try:
-        os.remove(path)
-    except OSError:
-        pass
 
 
 def _forget_old(folder):
     """Keeps the KEEP most recently used bundles."""
     paths = sorted(glob.glob(os.path.join(folder, '*.pkl.z')), key=os.path.getmtime)
     for path in paths[:-KEEP]:
-        _remove(path)
+        remove_if_there(path)
