@@ -44,7 +44,9 @@ copy_site_packages() {  # SITE DEST
     local site=$1 dest=$2 names=() n
     for n in $SITE_PACKAGES; do
         names+=("$n")
-        for d in "$site/${n%.py}"-*.dist-info "$site/${n%.py}"-*.egg-info; do
+        # (pytest's plugins register through their dist-info: pytest_xdist-*)
+        for d in "$site/${n%.py}"-*.dist-info "$site/${n%.py}"-*.egg-info \
+                 "$site/pytest_${n%.py}"-*.dist-info; do
             [ -e "$d" ] && names+=("$(basename "$d")")
         done
     done
@@ -55,6 +57,7 @@ copy_site_packages() {  # SITE DEST
 
 pack() {
     local out=$1 nvrtc=${2:-} stage prefix site
+    mkdir -p "$(dirname "$out")"
     bash setup.sh --gpu-packages
     prefix=$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -270,6 +270,13 @@ def _lifters_take_fgraph(module, lifters, cuda_only=()):
            + (CUDA_ONLY % ctx if l in cuda_only else "")) for l, ctx in lifters])
 
 
+# where a GPU array's data lies, as scan's Python loop compares it before and
+# after a step (scan_gpu_region): pygpu gives CUDA's pointer (offset
+# included) only on CUDA, an OpenCL buffer and an offset only on OpenCL
+_GPU_ADDRESS = ("(%(a)s.gpudata if %(a)s.context.kind == b'cuda' "
+                "else (%(a)s.base_data, %(a)s.offset))")
+
+
 REPAIRS = [
     SourceEdit(
         "no_mpi_at_import", "theano.tensor.io",
@@ -453,9 +460,11 @@ REPAIRS = [
         "a step, to see afterwards whether the step wrote to it in place, "
         "with the CUDA pointer 'gpudata', which pygpu refuses for other "
         "back-ends ('This is for CUDA arrays'): every scan stops on OpenCL.  "
-        "The buffer and offset (base_data, offset) tell the same on both.",
-        ("= var.gpudata\n", "= (var.base_data, var.offset)\n", 2),
-        ("new_var.gpudata == old_data", "(new_var.base_data, new_var.offset) == old_data", 3)),
+        "There the buffer and offset (base_data, offset) tell the same; "
+        "pygpu refuses base_data on CUDA, so each kind keeps its own.",
+        ("= var.gpudata\n", "= " + _GPU_ADDRESS % {'a': 'var'} + "\n", 2),
+        ("new_var.gpudata == old_data",
+         _GPU_ADDRESS % {'a': 'new_var'} + " == old_data", 3)),
     SourceEdit(
         "scan_output_address", "theano.scan.op",
         "Not a fault, a cost: after each step, scan's Python loop asks whether "

@@ -71,6 +71,10 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+if any(a == '--profile' or a.startswith('--profile=') for a in sys.argv[1:]):
+    # Theano's profiler times GPU ops only when CUDA launches them
+    # synchronously, which the driver reads as the device starts
+    os.environ.setdefault('CUDA_LAUNCH_BLOCKING', '1')
 from machinery import theano_env  # noqa: F401  (must come before theano)
 from machinery import cli
 from machinery.progress import seconds_left

@@ -194,3 +194,39 @@ def test_a_kernel_that_does_not_build_is_an_error_not_a_crash():
     code, out = run_probes('opencl', ['unbuildable_kernel'],
                            off=['opencl_kernel_c', 'elemwise_failed_build'])
     assert code < 0, (code, out[-2000:])   # killed by a signal (SIGSEGV)
+
+
+class _PygpuArray:
+    """pygpu's GpuArray as scan_gpu_region meets it: each back-end's address
+    only on that back-end (pygpu raises TypeError for the other's)."""
+
+    def __init__(self, kind, buffer, offset):
+        self.context = type('Context', (), {'kind': kind})()
+        self.buffer, self.offset = buffer, offset
+
+    @property
+    def gpudata(self):  # CUDA's pointer, offset included
+        if self.context.kind != b'cuda':
+            raise TypeError('This is for CUDA arrays.')
+        return self.buffer + self.offset
+
+    @property
+    def base_data(self):
+        if self.context.kind != b'opencl':
+            raise TypeError('This is for OpenCL arrays.')
+        return self.buffer
+
+
+@pytest.mark.parametrize('kind', [b'cuda', b'opencl'])
+def test_scan_gpu_region_reads_the_address_each_backend_gives(kind):
+    """The edited lines of scan's loop, run on arrays of each back-end: the
+    address before a step, and after it the same array (written in place)
+    and another one (not).  An OpenCL-only edit stopped every scan on CUDA."""
+    edit = next(r for r in theano_repairs.REPAIRS if r.name == 'scan_gpu_region')
+    (_, before, _), (_, after, _) = edit.replacements
+    space = {'var': _PygpuArray(kind, 4096, 16)}
+    exec('old_data ' + before, space)
+    space['new_var'] = space['var']
+    assert eval(after, space) is True
+    space['new_var'] = _PygpuArray(kind, 4096, 32)
+    assert eval(after, space) is False
