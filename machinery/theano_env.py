@@ -51,6 +51,10 @@ from machinery import theano_repairs
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", message=".*numpy.distutils.*")
+# theano.gpuarray imports pkg_resources, which setuptools 80 (Python 3.12's
+# pin) announces as deprecated with a UserWarning on stderr, before every
+# program's own output and its one-line errors
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
