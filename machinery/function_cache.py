@@ -16,13 +16,17 @@ the repairs in force and the caller's options.  A different key is a miss,
 never a stale graph.  The values of the named shared variables are not
 stored: those the caller names (the parameters) come back with the values it
 gives at loading, the large all-zero arrays (the optimiser's accumulators and
-gradient buffers) as fresh zeros of their shape.
+gradient buffers) as fresh zeros of their shape.  A loaded function is linked
+to its C code when it is first called (``LinkedOnFirstCall``): a training
+run's first update waits for the training functions alone, not for those of
+validation and sampling.
 
 On the CPU only: a GPU function's storage lives on a device context, which
 this cache does not save (there the functions are compiled as before).
 ``NMT_FUNCTION_CACHE=off`` turns the cache off; ``NMT_FUNCTION_CACHE=DIR``
 keeps the bundles in DIR.
 """
+import copyreg
 import glob
 import hashlib
 import io
@@ -108,14 +112,55 @@ def _deep_recursion():
         sys.setrecursionlimit(limit)
 
 
+class LinkedOnFirstCall(object):
+    """A compiled Theano function as the cache gives it back: its optimised
+    graph and storage, linked to its C code (Theano's FunctionMaker.create,
+    what unpickling a function does at once) when it is first called or
+    asked for an attribute."""
+
+    def __init__(self, maker, input_storage, trust_input):
+        self._parts = (maker, input_storage, trust_input)
+        self._function = None
+
+    def function(self):
+        """The theano Function, linked now if it was not yet."""
+        if self._function is None:
+            maker, input_storage, trust_input = self._parts
+            self._function = maker.create(input_storage, trustme=True)
+            self._function.trust_input = trust_input
+            self._parts = None
+        return self._function
+
+    def __call__(self, *args, **kwargs):
+        return self.function()(*args, **kwargs)
+
+    def __getattr__(self, name):   # only for names the wrapper lacks
+        if name.startswith('__') or name in ('_parts', '_function'):
+            raise AttributeError(name)
+        return getattr(self.function(), name)
+
+
+def _pickle_linked_on_first_call(f):
+    """A theano Function pickled as LinkedOnFirstCall: its maker, and the
+    storage of its explicit inputs (as Theano's own pickling keeps it; shared
+    variables' containers, shared with the bundle's other functions)."""
+    function = f.function() if isinstance(f, LinkedOnFirstCall) else f
+    return LinkedOnFirstCall, (function.maker, list(function.input_storage[:len(function.indices)]),
+                               function.trust_input)
+
+
 class _Pickler(pickle.Pickler):
     """Pickles a bundle without the values of the given shared variables
     (a name stands for each) nor those of its large all-zero arrays (the
     optimiser's accumulators and gradient buffers: their shape stands for
-    each)."""
+    each); its functions unpickle as LinkedOnFirstCall."""
 
     def __init__(self, f, given):
+        from theano.compile.function.types import Function
         pickle.Pickler.__init__(self, f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.dispatch_table = copyreg.dispatch_table.copy()
+        self.dispatch_table[Function] = _pickle_linked_on_first_call
+        self.dispatch_table[LinkedOnFirstCall] = _pickle_linked_on_first_call
         self.given = dict((id(var.get_value(borrow=True, return_internal_type=True)), name)
                           for name, var in given.items())
 

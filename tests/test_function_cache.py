@@ -119,3 +119,26 @@ def test_an_edit_of_any_graph_building_file_changes_the_digest(tmp_path, monkeyp
         (tmp_path / folder / 'code.py').write_text('x = 2\n')
         assert function_cache.source_digest() != digest, folder
         digest = function_cache.source_digest()
+
+
+def test_loaded_functions_are_linked_when_first_called_and_keep_their_shared_storage(
+        tmp_path, monkeypatch):
+    """A loaded function is linked at its first call, not at loading; two
+    functions over one shared variable still share it (one writes, the other
+    reads what was written), and a function never called is never linked."""
+    monkeypatch.setenv(function_cache.VARIABLE, str(tmp_path))
+    x = theano.tensor.vector('x')
+    acc = theano.shared(numpy.zeros(3, 'float32'), name='acc')
+    bundle = {'f_add': theano.function([x], [], updates=[(acc, acc + x)]),
+              'f_read': theano.function([], acc * 2),
+              'f_unused': theano.function([x], x.sum())}
+    function_cache.save('lazy', bundle, {})
+    loaded = function_cache.load('lazy', {})
+    assert all(isinstance(f, function_cache.LinkedOnFirstCall) for f in loaded.values())
+    assert all(f._function is None for f in loaded.values())
+    loaded['f_add'](numpy.array([1, 2, 3], 'float32'))
+    loaded['f_add'](numpy.array([1, 1, 1], 'float32'))
+    assert loaded['f_add']._function is not None and loaded['f_read']._function is None
+    numpy.testing.assert_array_equal(loaded['f_read'](), [4, 6, 8])
+    assert loaded['f_unused']._function is None
+    assert loaded['f_read'].maker is loaded['f_read'].function().maker   # attributes pass through
