@@ -14,7 +14,6 @@ benchmark prints it and goes on without the comparison.
 """
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -110,20 +109,32 @@ def train_speed(exe, files, options, threads, updates, model_dir, warmup=10):
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             universal_newlines=True)
-    lines, first_line = [], None
+    lines, first_line, peak = [], None, None
     for line in proc.stderr:
         lines.append(line)
         if first_line is None and RATE.search(line):
             first_line = time.time() - start
+        peak = max(peak or 0, high_water_mb(proc.pid) or 0) or None
     if proc.wait() != 0:
         tail = ''.join(lines[-3:]).strip().replace('\n', ' | ')
         raise MarianUnavailable('Marian exited with status %d: %s' % (proc.returncode, tail))
     figures = _figures(lines, warmup, first_line, time.time() - start)
-    # the largest child this process has waited for: Marian, as the
-    # benchmark starts no other child as large
-    figures['peak_rss_mb'] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-                                   / 1024., 1)
+    figures['peak_rss_mb'] = peak
     return figures
+
+
+def high_water_mb(pid):
+    """A running process's peak resident memory (VmHWM), MB; None when it
+    cannot be read.  (The rusage of children would count this process's own
+    memory: Linux carries a parent's resident size across fork and exec.)"""
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return round(int(line.split()[1]) / 1024., 1)
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _figures(lines, warmup, first_line, wall):

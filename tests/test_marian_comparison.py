@@ -1,6 +1,8 @@
 """speed/marian.py: the corpus Marian reads is the benchmark's batches, its
 progress lines are read as its speed, and its absence is said in one line."""
 import os
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -62,3 +64,14 @@ def test_command_carries_the_model_and_optimiser():
     assert pairs['--mini-batch'] == '4' and pairs['--learn-rate'] == '0.0004'
     assert pairs['--cpu-threads'] == '2' and pairs['--after'] == '7u'
     assert pairs['--shuffle'] == 'none' and numpy.isclose(float(pairs['--clip-norm']), 1.0)
+
+
+def test_peak_memory_is_read_from_the_process_itself():
+    """VmHWM of a running process (here this one, against its own rusage);
+    None for a process that is gone."""
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.
+    assert marian.high_water_mb(os.getpid()) == pytest.approx(own, rel=0.05, abs=2)
+    child = subprocess.Popen([sys.executable, '-c', ''])
+    child.wait()
+    assert marian.high_water_mb(child.pid) is None
