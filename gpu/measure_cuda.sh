@@ -37,16 +37,14 @@ stamped() {  # each line with the time it came (the lanes' logs side by side)
     while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done
 }
 
-# run LOG SHARE DEVICE ARGS...: `python ARGS` on DEVICE (cuda or cpu, each
-# with a compile folder of its own, so that the lanes never wait for each
-# other's compile lock) with at most SHARE per cent of the budget and no more
-# than what is left of it, its output appended to LOG
+# run LOG DEVICE ARGS...: `python ARGS` on DEVICE (cuda or cpu, each with a
+# compile folder of its own, so that the lanes never wait for each other's
+# compile lock) for at most what is left of the budget, its output appended
+# to LOG
 run() {
-    local log=$1 share=$2 device=$3 left limit
-    shift 3
-    left=$(( budget - ($(date +%s) - start) - 5 ))
-    limit=$(( budget * share / 100 ))
-    [ "$limit" -le "$left" ] || limit=$left
+    local log=$1 device=$2 limit
+    shift 2
+    limit=$(( budget - ($(date +%s) - start) - 5 ))
     if [ "$limit" -le 10 ]; then
         echo "== skipped for want of time: $*" >> "$log"
         return 0
@@ -59,12 +57,12 @@ run() {
 
 checks() {
     local lane=check
-    run "$out/check.log" 100 cuda gpu/check.py --seed 1
+    run "$out/check.log" cuda gpu/check.py --seed 1
 }
 
 gpu_tests() {
     local lane=tests
-    run "$out/tests.log" 100 cpu -m pytest -q -n 0 -p no:cacheprovider tests/test_gpu.py -k cuda
+    run "$out/tests.log" cpu -m pytest -q -n 0 -p no:cacheprovider tests/test_gpu.py -k cuda
 }
 
 gpu_timings() {  # LANE: two lanes share the GPU (their logs show when each timed)
@@ -72,16 +70,16 @@ gpu_timings() {  # LANE: two lanes share the GPU (their logs show when each time
     { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } \
         >> "$log" 2>&1
     if [ "$lane" = a ]; then
-        run "$log" 100 cuda speed/benchmark.py translate --config paper --decoder baseline \
+        run "$log" cuda speed/benchmark.py translate --config paper --decoder baseline \
             --sentences "$sentences" --threads 2
-        run "$log" 100 cuda speed/benchmark.py train --config paper --decoder baseline \
+        run "$log" cuda speed/benchmark.py train --config paper --decoder baseline \
             --updates 50 --threads 2
-        run "$log" 100 cuda speed/benchmark.py train --config paper --decoder baseline \
+        run "$log" cuda speed/benchmark.py train --config paper --decoder baseline \
             --updates 5 --threads 2 --profile
     else
-        run "$log" 100 cuda speed/benchmark.py train --config multi30k --decoder baseline \
+        run "$log" cuda speed/benchmark.py train --config multi30k --decoder baseline \
             --updates 200 --threads 2
-        run "$log" 100 cuda speed/benchmark.py train --config paper --decoder attentive \
+        run "$log" cuda speed/benchmark.py train --config paper --decoder attentive \
             --updates 30 --threads 2
     fi
 }
@@ -89,9 +87,9 @@ gpu_timings() {  # LANE: two lanes share the GPU (their logs show when each time
 cpu_reference() {
     local log=$out/cpu.log lane=cpu
     { lscpu | head -20; g++ --version | head -1; } >> "$log" 2>&1
-    run "$log" 100 cpu speed/benchmark.py train --config multi30k --decoder baseline \
+    run "$log" cpu speed/benchmark.py train --config multi30k --decoder baseline \
         --updates 200 --threads 2
-    run "$log" 100 cpu speed/benchmark.py train --config paper --decoder baseline --updates 3 \
+    run "$log" cpu speed/benchmark.py train --config paper --decoder baseline --updates 3 \
         --threads 2
 }
 

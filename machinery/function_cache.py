@@ -144,9 +144,7 @@ def _pickle_linked_on_first_call(f):
     """A theano Function pickled as LinkedOnFirstCall: its maker, and the
     storage of its explicit inputs (as Theano's own pickling keeps it; shared
     variables' containers, shared with the bundle's other functions)."""
-    function = f.function() if isinstance(f, LinkedOnFirstCall) else f
-    return LinkedOnFirstCall, (function.maker, list(function.input_storage[:len(function.indices)]),
-                               function.trust_input)
+    return LinkedOnFirstCall, (f.maker, list(f.input_storage[:len(f.indices)]), f.trust_input)
 
 
 class _Pickler(pickle.Pickler):
@@ -160,7 +158,6 @@ class _Pickler(pickle.Pickler):
         pickle.Pickler.__init__(self, f, protocol=pickle.HIGHEST_PROTOCOL)
         self.dispatch_table = copyreg.dispatch_table.copy()
         self.dispatch_table[Function] = _pickle_linked_on_first_call
-        self.dispatch_table[LinkedOnFirstCall] = _pickle_linked_on_first_call
         self.given = dict((id(var.get_value(borrow=True, return_internal_type=True)), name)
                           for name, var in given.items())
 
