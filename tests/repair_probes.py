@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                os.path.dirname(os.path.abspath(__file__))]
 
 
 def _numpy_as_newer_releases():
@@ -139,6 +140,51 @@ def probe_external_op_version():
         versions.add(subprocess.check_output([sys.executable, '-c', code], env=env,
                                              cwd=sys.path[0], text=True).strip())
     assert len(versions) == 1, 'DimShuffle\'s version differs between processes: %s' % versions
+
+
+def _unique_modules(count):
+    """A function of count C modules that no cache holds, made: the libraries
+    it compiled and module_compiles' counts."""
+    import glob
+    from machinery import module_compiles
+    from unversioned_op import UnversionedCopy
+    x = tensor.matrix('x')
+    before = set(glob.glob(os.path.join(theano.config.compiledir, 'tmp*', '*.so')))
+    first = _unique_modules.made     # a new k, a new module, in this process too
+    _unique_modules.made += count
+    fn = theano.function([x], [UnversionedCopy(first + k)(x * (k + 2)) for k in range(count)])
+    a = RNG.rand(3, 3).astype('float32')
+    expect_close(fn(a)[-1], a * (count + 1))
+    made = set(glob.glob(os.path.join(theano.config.compiledir, 'tmp*', '*.so'))) - before
+    assert len(made) >= count, 'compiled %d modules, expected %d or more' % (len(made), count)
+    return sorted(made), module_compiles.stats
+
+
+_unique_modules.made = 0
+
+
+def probe_no_debug_info():
+    """A module is compiled without debug information."""
+    (library, *_), _ = _unique_modules(1)
+    with open(library, 'rb') as f:
+        assert b'.debug_info' not in f.read(), '%s has debug information (-g)' % library
+
+
+def probe_precompiled_prefix():
+    """A module is compiled through module_compiles, its common headers
+    precompiled."""
+    _, stats = _unique_modules(1)
+    assert stats['precompiled_prefix'] >= 1, \
+        'no module was compiled with the precompiled prefix: %s' % stats
+
+
+def probe_compile_ahead():
+    """The modules a function lacks are compiled several at a time, ahead of
+    the nodes that link them (NMT_COMPILE_JOBS=2)."""
+    os.environ['NMT_COMPILE_JOBS'] = '2'
+    _, stats = _unique_modules(4)
+    assert stats['compiled_ahead'] >= 4 and stats['taken'] >= 4, \
+        'the modules were compiled one after the other, as linked: %s' % stats
 
 
 def probe_elemwise():

@@ -25,7 +25,8 @@ needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_R
 
 CPU_PROBES = ['scan', 'scan_reorder', 'scan_output_address', 'integer_max_min',
               'no_mpi_at_import', 'numpy_aliases', 'no_numpy_distutils', 'whole_key_files',
-              'props_less_ops_kept', 'external_op_version']
+              'props_less_ops_kept', 'external_op_version', 'no_debug_info',
+              'precompiled_prefix', 'compile_ahead']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
               'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
@@ -45,6 +46,9 @@ NEEDS = {
     'props_less_ops_kept': ('cpu', 'props_less_ops_kept', 'unversioned'),
     'external_op_version': ('cpu', 'external_op_version', 'differs between processes'),
     'scan_output_address': ('cpu', 'scan_output_address', 'compares the outputs\' contents'),
+    'no_debug_info': ('cpu', 'no_debug_info', 'has debug information'),
+    'compiler_hook': ('cpu', 'precompiled_prefix', 'no module was compiled with the precompiled'),
+    'compile_ahead': ('cpu', 'compile_ahead', 'one after the other'),
     'hidec_defaults': ('opencl', 'elemwise', "unexpected keyword argument 'c_compiler'"),
     'gpuarray_use_optdb': ('opencl', 'elemwise', "has no attribute 'add_tags'"),
     'op_lifter_fgraph': ('opencl', 'shape_assert',
