@@ -706,7 +706,8 @@ def parse_args(argv):
                         '(default: translate.py\'s)')
     p.add_argument('--processes', type=int, default=1,
                    help='translate: also time the batched search in this many worker '
-                        'processes (sentences_per_sec_processes)')
+                        'processes (sentences_per_sec_processes); with --model, the '
+                        'search runs in them (and Marian on threads x processes threads)')
     p.add_argument('--seed', type=int, default=1234)
     p.add_argument('--threads', type=int, default=None,
                    help='BLAS and OpenMP threads of this process (and of Marian with '
@@ -715,6 +716,16 @@ def parse_args(argv):
                    help='train: also Marian (--type amun, the same batches, model, '
                         'optimiser and threads; installed from the pymarian wheel into '
                         '.venv-marian) and the ratio of words/s')
+    p.add_argument('--model', metavar='MODEL.npz',
+                   help='translate: a trained model instead of a random one: its '
+                        'batched search over --source (every line unless --sentences), '
+                        'beside Marian\'s decoder with --marian (baseline decoder only)')
+    p.add_argument('--source', metavar='FILE', help='translate --model: the sentences')
+    p.add_argument('--dictionaries', nargs=2, metavar=('SOURCE.pkl', 'TARGET.pkl'),
+                   help='translate --model: the model\'s dictionaries')
+    p.add_argument('--marian-mini-batches', default='1,16,64', metavar='N,N',
+                   help='translate --model --marian: Marian\'s mini-batch sizes tried '
+                        '(default 1,16,64)')
     p.add_argument('--workers', type=int, default=1,
                    help='train: also N MPI workers (mpirun) sharing the cores, and the '
                         'ratio of their words/s to one process\'s')
@@ -730,24 +741,44 @@ def parse_args(argv):
             p.error(str(e))
     if args.updates is None:
         args.updates = DEFAULT_UPDATES[args.config]
-    if args.sentences is None:
+    if args.model is not None:
+        _check_file_decoding(p, args)
+    elif args.sentences is None:
         args.sentences = DEFAULT_SENTENCES[args.config]
     if args.batch_size is None:
         import translate
         args.batch_size = translate.DEFAULT_BATCH_SIZE
-    if min(args.updates, args.sentences, args.batch_size, args.processes) < 1:
+    if min(args.updates, args.sentences or 1, args.batch_size, args.processes) < 1:
         p.error('--updates, --sentences, --batch-size and --processes must be at least 1')
     if args.threads is not None and args.threads < 1:
         p.error('--threads must be at least 1')
-    if args.marian and (args.mode != 'train' or args.side_by_side or args.workers > 1):
-        p.error('--marian compares one training process with Marian: train only, '
-                'without --side-by-side and --workers')
+    if args.marian and args.model is None and (
+            args.mode != 'train' or args.side_by_side or args.workers > 1):
+        p.error('--marian compares one training process with Marian (train, without '
+                '--side-by-side and --workers) or a trained model\'s translations '
+                '(translate --model)')
     for flag in ('original_style', 'side_by_side'):
         if getattr(args, flag) and args.mode != 'train':
             p.error('--%s applies to train only' % flag.replace('_', '-'))
     if args.original_style and args.side_by_side:
         p.error('--side-by-side runs both styles; leave out --original-style')
     return args
+
+
+def _check_file_decoding(p, args):
+    """translate --model: its companions given, the mini-batches read."""
+    if args.mode != 'translate' or not args.source or not args.dictionaries:
+        p.error('--model needs translate mode, --source and --dictionaries')
+    if args.decoder != 'baseline' or args.profile:
+        p.error('--model translates with the model\'s own decoder, without --decoder '
+                'and --profile')
+    try:
+        args.marian_mini_batches = [int(n) for n in args.marian_mini_batches.split(',')]
+    except ValueError:
+        p.error('--marian-mini-batches: numbers separated by commas, not %r'
+                % args.marian_mini_batches)
+    if min(args.marian_mini_batches) < 1:
+        p.error('--marian-mini-batches must be at least 1')
 
 
 def configure_gc(args):
@@ -771,6 +802,13 @@ def run_one(args):
                   ('original',) if args.original_style else ('project',))
         result = bench_train(args.config, args.decoder, args.updates, styles,
                              args.seed, profile=args.profile, marian=args.marian)
+    elif args.model is not None:
+        from speed import file_decoding
+        threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
+        result = file_decoding.bench_file(
+            args.model, args.source, args.dictionaries, BEAM, args.batch_size,
+            args.marian_mini_batches if args.marian else [], threads, args.sentences,
+            args.processes, log)
     else:
         result = bench_translate(args.config, args.decoder, args.sentences, args.seed,
                                  args.batch_size, args.processes, profile=args.profile)

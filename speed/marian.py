@@ -149,3 +149,102 @@ def _figures(lines, warmup, first_line, wall):
             'updates_timed': rows[-1][0] - warmup,
             'startup_sec': round(first_line, 2) if first_line is not None else None,
             'wall_sec': round(wall, 2)}
+
+
+# --------------------------------------------------------------------------
+# Decoding: this project's model translated by Marian's decoder
+
+# dl4mt's names that Marian's amun model spells or shapes otherwise
+AMUN_CONFIG = """type: amun
+dim-emb: %(dim_word)d
+dim-rnn: %(dim)d
+dim-vocabs:
+  - %(n_words_src)d
+  - %(n_words)d
+enc-type: bidirectional
+enc-cell: gru
+enc-cell-depth: 1
+enc-depth: 1
+dec-cell: gru
+dec-cell-base-depth: 2
+dec-cell-high-depth: 1
+dec-depth: 1
+layer-normalization: false
+skip: false
+tied-embeddings: false
+tied-embeddings-all: false
+tied-embeddings-src: false
+"""
+
+
+def amun_parameters(params, options):
+    """A baseline model's parameters (dl4mt's names) as Marian's ``--type amun``
+    model file holds them: biases as 1 x n rows, the output layer's matrix
+    transposed (decoder_ff_logit_l2_Wt), decoder_c_tt empty as in Marian's
+    own files (dl4mt adds it to every attention score of a sentence, which
+    the softmax over the source cancels; Marian reads its files as amun's
+    only with it), and the model's configuration; a saved run's counters
+    left out."""
+    if options.get('decoder', 'gru_cond') != 'gru_cond':
+        raise MarianUnavailable("Marian's amun model is dl4mt's baseline; this model's "
+                                'decoder is %s' % options['decoder'])
+    import numpy
+    amun = {}
+    for name, value in params.items():
+        if name == 'decoder_c_tt' or value.dtype != numpy.float32:   # uidx, history_errs
+            continue
+        if name == 'ff_logit_W':
+            amun['decoder_ff_logit_l2_Wt'] = numpy.ascontiguousarray(value.T)
+        else:
+            amun[name] = value.reshape(1, -1) if value.ndim == 1 else value
+    amun['decoder_c_tt'] = numpy.zeros((1, 0), dtype=numpy.float32)
+    config = (AMUN_CONFIG % options).encode() + b'\0'
+    amun['special:model.yml'] = numpy.frombuffer(config, dtype=numpy.int8)
+    return amun
+
+
+def write_json_vocabulary(path, word_dict, n_words):
+    """Marian's JSON vocabulary of a dl4mt dictionary: its first n_words ids,
+    eos and UNK under Marian's names."""
+    import json
+    names = {0: EOS, 1: UNK}
+    vocab = {names.get(i, w): i for w, i in word_dict.items() if i < n_words}
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(vocab, f, ensure_ascii=False)
+
+
+# run by .venv-marian's Python: load the model, then translate and time
+DECODE_SCRIPT = r'''
+import json, sys, time
+from pymarian import Translator
+job = json.loads(sys.argv[1])
+start = time.time()
+translator = Translator(models=job["model"], vocabs=job["vocabs"], beam_size=job["beam"],
+                        mini_batch=job["mini_batch"], maxi_batch=100, maxi_batch_sort="src",
+                        cpu_threads=job["threads"], normalize=1.0, quiet=True,
+                        max_length_factor=job["max_length_factor"])
+loaded = time.time() - start
+lines = open(job["source"], encoding="utf-8").read().splitlines()
+start = time.time()
+outputs = translator.translate(lines)
+json.dump({"load_sec": loaded, "wall_sec": time.time() - start, "outputs": outputs},
+          sys.stdout)
+'''
+
+
+def decode_speed(model, vocabs, source, beam, mini_batch, threads, max_length_factor=3):
+    """Marian's decoder on a file: seconds to load the model, seconds to
+    translate every line, and its translations."""
+    import json
+    marian_command()   # installs Marian where it is missing
+    python = os.path.join(ENV_DIR, 'bin', 'python')
+    job = dict(model=model, vocabs=list(vocabs), source=source, beam=beam,
+               mini_batch=mini_batch, threads=threads, max_length_factor=max_length_factor)
+    done = subprocess.run([python, '-c', DECODE_SCRIPT, json.dumps(job)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ['no output'])[-1]
+        raise MarianUnavailable("Marian's decoder exited with status %d: %s"
+                                % (done.returncode, last))
+    return json.loads(done.stdout)

@@ -75,3 +75,96 @@ def test_peak_memory_is_read_from_the_process_itself():
     child = subprocess.Popen([sys.executable, '-c', ''])
     child.wait()
     assert marian.high_water_mb(child.pid) is None
+
+
+# --------------------------------------------------------------------------
+# decoding: our model as Marian's amun model
+
+MARIAN_PYTHON = os.path.join(marian.ENV_DIR, 'bin', 'python')
+SOURCES = ['a b c', 'd', 'e f g h a b', 'c c', 'b a d e', 'h g', 'f e d c b a', 'g']
+
+
+def _tiny_model(directory, decoder=None, eos_bias=0.5, noise=0.3):
+    """A random model with its dictionaries, written as nmt.py writes one
+    (its weights and eos bias chosen so that most translations end, at
+    different lengths)."""
+    from machinery import model_io
+    from machinery.training_state import save_model
+    for name, words in (('src', 'a b c d e f g h'), ('trg', 'p q r s t u v w x y z')):
+        mapping = {w: i for i, w in enumerate(['<eos>', 'UNK'] + words.split())}
+        model_io.save_dictionary(mapping, str(directory / (name + '.pkl')),
+                                 str(directory / (name + '.json')))
+    options = nmt.fill_options(dict(dim_word=8, dim=8, n_words_src=10, n_words=13,
+                                    dictionaries=['src.pkl', 'trg.pkl'],
+                                    **(decoder or dict(decoder='gru_cond'))))
+    numpy.random.seed(1)
+    params = nmt.init_params(options)
+    rng = numpy.random.RandomState(1)
+    for k in params:
+        params[k] = (params[k] + noise * rng.standard_normal(params[k].shape)).astype('float32')
+    params['ff_logit_b'][0] += eos_bias
+    save_model(str(directory / 'model.npz'), params, [], 0, options)
+    return params, options
+
+
+def test_amun_model_holds_dl4mts_parameters_under_marians_names(tmp_path):
+    params, options = _tiny_model(tmp_path)
+    amun = marian.amun_parameters(params, options)
+    assert numpy.array_equal(amun['decoder_ff_logit_l2_Wt'], params['ff_logit_W'].T)
+    assert 'ff_logit_W' not in amun and amun['decoder_c_tt'].shape == (1, 0)
+    assert amun['ff_logit_b'].shape == (1, 13) and numpy.array_equal(amun['ff_logit_b'][0],
+                                                                    params['ff_logit_b'])
+    assert numpy.array_equal(amun['decoder_U_nl'], params['decoder_U_nl'])
+    assert set(amun) == (set(params) | {'decoder_ff_logit_l2_Wt', 'special:model.yml'}) - {
+        'ff_logit_W'}
+    config = amun['special:model.yml'].tobytes().rstrip(b'\0').decode()
+    assert 'type: amun' in config and 'dim-emb: 8' in config and 'dim-rnn: 8' in config
+    assert 'dim-vocabs:\n  - 10\n  - 13\n' in config
+
+
+def test_a_residual_decoder_has_no_amun_model(tmp_path):
+    params, options = _tiny_model(tmp_path, dict(decoder='gru_cond_residual', residual='mean'))
+    with pytest.raises(marian.MarianUnavailable, match='gru_cond_residual'):
+        marian.amun_parameters(params, options)
+
+
+def test_json_vocabulary_gives_eos_and_unk_marians_names(tmp_path):
+    path = tmp_path / 'v.json'
+    marian.write_json_vocabulary(str(path), {'eos': 0, 'UNK': 1, 'a"b': 2, 'c': 3}, 3)
+    import json
+    assert json.loads(path.read_text()) == {'</s>': 0, '<unk>': 1, 'a"b': 2}
+
+
+@pytest.mark.skipif(not os.path.exists(MARIAN_PYTHON),
+                    reason='Marian is not installed (speed/benchmark.py --marian installs it)')
+def test_marians_decoder_translates_our_model_as_we_do(tmp_path):
+    """Marian's own implementation of this model, given our parameters, finds
+    the translations our batched search finds (beam 3, length-normalised), at
+    two mini-batch sizes; sentences that reach a search's length limit (ours
+    200 words, Marian's 3 x the source) are left out."""
+    from speed import file_decoding
+    _tiny_model(tmp_path)
+    dictionaries = [str(tmp_path / 'src.pkl'), str(tmp_path / 'trg.pkl')]
+    model = str(tmp_path / 'model.npz')
+    ours, _, _ = file_decoding.ours(model, SOURCES, dictionaries[0], dictionaries[1], 3, 2)
+    ended = [i for i, (s, t) in enumerate(zip(SOURCES, ours))
+             if len(t.split()) < 3 * len(s.split())]
+    assert len(ended) >= 6 and max(len(ours[i].split()) for i in ended) >= 2, ours
+    runs = file_decoding.marians(model, SOURCES, dictionaries[0], dictionaries[1], 3,
+                                 [1, 4], 1)
+    for mini_batch, run in runs.items():
+        assert [run['outputs'][i] for i in ended] == [ours[i] for i in ended], mini_batch
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['translate', '--model', 'm.npz'], '--source and --dictionaries'),
+    (['train', '--model', 'm.npz', '--source', 's', '--dictionaries', 'a', 'b'],
+     'translate mode'),
+    (['translate', '--model', 'm.npz', '--source', 's', '--dictionaries', 'a', 'b',
+      '--marian-mini-batches', '1,x'], 'numbers separated by commas'),
+])
+def test_file_decoding_options_are_checked(argv, message, capsys):
+    from speed import benchmark
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(argv)
+    assert message in capsys.readouterr().err
