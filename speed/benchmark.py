@@ -5,6 +5,8 @@
         [--original-style | --side-by-side | --marian] [--threads N]
         [--profile [FILE]] [--batch-size B] [--processes P] [--seed S]
         [--workers N]
+    python speed/benchmark.py translate --model MODEL.npz --source FILE
+        --dictionaries S.pkl T.pkl [--marian [--marian-mini-batches 1,16,64]]
     mpirun -np N python speed/benchmark.py allreduce [--floats F] [--repeats R]
 
 train      builds the training graph exactly as ``nmt.train`` does (the C ops
@@ -42,6 +44,14 @@ train --marian  then Marian 1.12 (``--type amun``: dl4mt's architecture) on
            from the ``pymarian`` wheel into ``.venv-marian``, or its absence
            said in one line).  ``--config multi30k`` is the model of
            docs/multi30k.md (Adam, batch 32) on batches of Multi30k's lengths.
+translate --model MODEL.npz --source FILE --dictionaries S.pkl T.pkl [--marian]
+           a trained model instead: translate.py's batched search over the
+           file (beam 12, batches of ``--batch-size``, ``--processes`` forked
+           workers), then with ``--marian`` Marian's decoder on the same model
+           (written as its amun file) at each of ``--marian-mini-batches``,
+           on threads x processes threads: sentences/s of each, the ratio to
+           Marian's best, and the share of translations that are the same
+           word for word (speed/file_decoding.py).
 train --workers N  one process on every core, then N MPI workers (mpirun,
            data_parallel.py) sharing the cores (each its share of the
            threads), on the same batches, one after the other in one
@@ -715,7 +725,8 @@ def parse_args(argv):
     p.add_argument('--marian', action='store_true',
                    help='train: also Marian (--type amun, the same batches, model, '
                         'optimiser and threads; installed from the pymarian wheel into '
-                        '.venv-marian) and the ratio of words/s')
+                        '.venv-marian) and the ratio of words/s; translate --model: '
+                        'also Marian\'s decoder on the same model')
     p.add_argument('--model', metavar='MODEL.npz',
                    help='translate: a trained model instead of a random one: its '
                         'batched search over --source (every line unless --sentences), '
