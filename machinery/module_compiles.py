@@ -272,6 +272,19 @@ def _thread_pool():
         return _pool[0]
 
 
+def _forget_in_child():
+    """A forked child (translate.py's workers, say) has none of the parent's
+    threads: it makes its own pool and lock, and has nothing compiling."""
+    global _lock
+    _lock = threading.Lock()
+    del _pool[:]
+    _ahead.clear()
+    _compiled_ahead.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def _finish(linking):
     """Remove the modules compiled ahead for this linking and not taken
     (waiting for those still compiling): folders without a key, which the

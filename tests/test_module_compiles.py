@@ -91,3 +91,31 @@ def test_compile_jobs_default_to_the_usable_cores(monkeypatch):
     assert module_compiles.compile_jobs() == len(os.sched_getaffinity(0))
     monkeypatch.setenv(module_compiles.JOBS_VARIABLE, '3')
     assert module_compiles.compile_jobs() == 3
+
+
+def test_a_forked_child_compiles_ahead_with_its_own_threads():
+    """A child forked after this process compiled ahead (the pool's threads
+    are the parent's) compiles its own missing modules, without waiting for
+    threads it does not have."""
+    import multiprocessing
+    import theano
+    import theano.tensor as tensor
+    from unversioned_op import UnversionedCopy
+    x = tensor.matrix('x')
+    k = random.SystemRandom().randrange(10 ** 9)
+    theano.function([x], [UnversionedCopy(k)(x), UnversionedCopy(k + 1)(x)])   # the pool made
+    assert module_compiles._pool, 'nothing was compiled ahead in this process'
+
+    def child(queue):
+        fn = theano.function([x], [UnversionedCopy(k + 2)(x) * 2, UnversionedCopy(k + 3)(x)])
+        queue.put(float(fn(np.ones((2, 2), dtype='float32'))[0].sum()))
+    context = multiprocessing.get_context('fork')
+    queue = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    process.join(300)
+    alive = process.is_alive()
+    if alive:
+        process.kill()
+    assert not alive, 'the forked child waited for the parent\'s compile threads'
+    assert queue.get(timeout=10) == 8.0
