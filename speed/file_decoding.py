@@ -40,15 +40,14 @@ def _translate_batches(translator, batches, processes):
     return found
 
 
-def ours(model_path, lines, source_dict, target_dict, beam, batch_size, processes=1):
+def ours(models, lines, source_dict, target_dict, beam, batch_size, processes=1):
     """(translations, seconds, compile seconds) of translate.py's batched
     search (in several processes: forked once the functions are compiled,
     the forks counted in the seconds); the best hypothesis by
-    length-normalised score (translate.py -n)."""
+    length-normalised score (translate.py -n); models: translate.load_models'."""
     import beam_search
     import translate
     from machinery import model_io, vocab
-    models = translate.load_models([model_path])
     options = models[0][1]
     words = model_io.load_dictionary(source_dict)
     sources = [vocab.sentence_ids(line, words, options['n_words_src']) for line in lines]
@@ -67,13 +66,10 @@ def ours(model_path, lines, source_dict, target_dict, beam, batch_size, processe
             seconds, compiled)
 
 
-def marians(model_path, lines, source_dict, target_dict, beam, mini_batches, threads):
+def marians(options, params, lines, source_dict, target_dict, beam, mini_batches, threads):
     """{mini-batch: Marian's figures and translations} on the same model."""
     from machinery import model_io
     from speed import marian
-    options = model_io.load_options(model_path)
-    with numpy.load(model_path) as archive:
-        params = {name: archive[name] for name in archive.files}
     runs = OrderedDict()
     with tempfile.TemporaryDirectory(prefix='marian-decode-') as work:
         model = os.path.join(work, 'model.npz')
@@ -95,12 +91,14 @@ def bench_file(model_path, source_path, dictionaries, beam, batch_size, mini_bat
                threads, sentences=None, processes=1, log=print):
     """The figures of ours and Marian's (where it runs) on one file; Marian
     runs on as many threads as ours uses cores (threads x processes)."""
+    import translate
     from machinery.text_io import read_lines
     from speed import marian
     lines = read_lines(source_path, what='sentences to translate')[:sentences]
+    models = translate.load_models([model_path])
     log('ours: %d sentences, beam %d, batches of %d, %d process(es) of %d thread(s)'
         % (len(lines), beam, batch_size, processes, threads))
-    translations, seconds, compiled = ours(model_path, lines, dictionaries[0],
+    translations, seconds, compiled = ours(models, lines, dictionaries[0],
                                            dictionaries[1], beam, batch_size, processes)
     log('ours: %.1f s (%.2f sentences/s)' % (seconds, len(lines) / seconds))
     result = OrderedDict([
@@ -112,7 +110,8 @@ def bench_file(model_path, source_path, dictionaries, beam, batch_size, mini_bat
     if not mini_batches:
         return result
     try:
-        runs = marians(model_path, lines, dictionaries[0], dictionaries[1], beam,
+        _, options, params = models[0]
+        runs = marians(options, params, lines, dictionaries[0], dictionaries[1], beam,
                        mini_batches, threads * processes)
     except marian.MarianUnavailable as e:
         log('no comparison with Marian: %s' % e)

@@ -183,15 +183,14 @@ def amun_parameters(params, options):
     transposed (decoder_ff_logit_l2_Wt), decoder_c_tt empty as in Marian's
     own files (dl4mt adds it to every attention score of a sentence, which
     the softmax over the source cancels; Marian reads its files as amun's
-    only with it), and the model's configuration; a saved run's counters
-    left out."""
+    only with it), and the model's configuration."""
     if options.get('decoder', 'gru_cond') != 'gru_cond':
         raise MarianUnavailable("Marian's amun model is dl4mt's baseline; this model's "
                                 'decoder is %s' % options['decoder'])
     import numpy
     amun = {}
     for name, value in params.items():
-        if name == 'decoder_c_tt' or value.dtype != numpy.float32:   # uidx, history_errs
+        if name == 'decoder_c_tt':
             continue
         if name == 'ff_logit_W':
             amun['decoder_ff_logit_l2_Wt'] = numpy.ascontiguousarray(value.T)

@@ -142,16 +142,18 @@ def test_marians_decoder_translates_our_model_as_we_do(tmp_path):
     the translations our batched search finds (beam 3, length-normalised), at
     two mini-batch sizes; sentences that reach a search's length limit (ours
     200 words, Marian's 3 x the source) are left out."""
+    import translate
     from speed import file_decoding
     _tiny_model(tmp_path)
     dictionaries = [str(tmp_path / 'src.pkl'), str(tmp_path / 'trg.pkl')]
-    model = str(tmp_path / 'model.npz')
-    ours, _, _ = file_decoding.ours(model, SOURCES, dictionaries[0], dictionaries[1], 3, 2)
+    models = translate.load_models([str(tmp_path / 'model.npz')])
+    ours, _, _ = file_decoding.ours(models, SOURCES, dictionaries[0], dictionaries[1], 3, 2)
     ended = [i for i, (s, t) in enumerate(zip(SOURCES, ours))
              if len(t.split()) < 3 * len(s.split())]
     assert len(ended) >= 6 and max(len(ours[i].split()) for i in ended) >= 2, ours
-    runs = file_decoding.marians(model, SOURCES, dictionaries[0], dictionaries[1], 3,
-                                 [1, 4], 1)
+    _, options, params = models[0]
+    runs = file_decoding.marians(options, params, SOURCES, dictionaries[0], dictionaries[1],
+                                 3, [1, 4], 1)
     for mini_batch, run in runs.items():
         assert [run['outputs'][i] for i in ended] == [ours[i] for i in ended], mini_batch
 
