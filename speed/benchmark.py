@@ -40,7 +40,11 @@ translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
            the share of each search's wall time spent in it).
 train --marian  then Marian 1.12 (``--type amun``: dl4mt's architecture) on
            the same batches with the same dimensions, optimiser and threads,
-           and the ratio of the words/s (speed/marian.py; Marian is installed
+           and the ratio of the words/s; on several threads both of Marian's
+           ways, asynchronous (its default: a batch a thread) and
+           ``--sync-sgd`` (each batch split, as our workers split it); with
+           ``--workers N``, both of ours against both of Marian's on the
+           machine's cores (speed/marian.py; Marian is installed
            from the ``pymarian`` wheel into ``.venv-marian``, or its absence
            said in one line).  ``--config multi30k`` is the model of
            docs/multi30k.md (Adam, batch 32) on batches of Multi30k's lengths.
@@ -57,7 +61,8 @@ train --workers N  one process on every core, then N MPI workers (mpirun,
            threads), on the same batches, one after the other in one
            command: both figures and their ratio (docs/distributed.md).
            Under mpirun, ``train`` times the data-parallel update itself
-           (``allreduce_sec_per_update``: the time in the gradients' sum).
+           and its parts (``part_sec_per_update``: the worker's gradients,
+           their sum over the workers, the clipping, the optimizer's step).
 allreduce  under mpirun: the time of the gradients' sum
            (``distributed.MPIWorld.sum_arrays``, MPI Allreduce) of F float32
            (default: the papers' baseline, 108,725,885 parameters), R times.
@@ -290,8 +295,9 @@ def compile_training(tparams, options, style, mode=None):
 
 def compile_data_parallel_training(tparams, options):
     """This worker's part of a data-parallel update (data_parallel.py), as
-    nmt.train builds it under mpirun; the time spent in the gradients' sum
-    is counted in compiled['exchange_time']."""
+    nmt.train builds it under mpirun; the seconds of each part of it (its
+    share's gradients, their sum over the workers, the clipping of the sum,
+    the optimizer's step) are counted in compiled['part_time']."""
     import types
     from machinery import distributed
     import nmt
@@ -304,20 +310,23 @@ def compile_data_parallel_training(tparams, options):
     f_gradients, f_grad_shared, f_update = compile_data_parallel(
         options, tparams, graph.inputs, graph.train_cost, OrderedDict())
     graph.use_noise.set_value(numpy.float32(1.))
-    model = types.SimpleNamespace(tparams=tparams, f_worker_gradients=f_gradients,
-                                  f_grad_shared=f_grad_shared)
-    exchange = GradientExchange(world, model)
-    exchange_time = [0.]
-    sum_arrays = world.sum_arrays
+    part_time = OrderedDict((part, 0.) for part in ('gradients', 'sum', 'clip', 'optimizer'))
 
-    def timed_sum(buffer):
-        t = time.time()
-        sum_arrays(buffer)
-        exchange_time[0] += time.time() - t
-    world.sum_arrays = timed_sum
-    compiled = dict(style='data_parallel', world=world, exchange_time=exchange_time,
+    def timed(part, f):
+        def call(*args):
+            t = time.time()
+            result = f(*args)
+            part_time[part] += time.time() - t
+            return result
+        return call
+    model = types.SimpleNamespace(tparams=tparams,
+                                  f_worker_gradients=timed('gradients', f_gradients),
+                                  f_grad_shared=timed('clip', f_grad_shared))
+    exchange = GradientExchange(world, model)
+    world.sum_arrays = timed('sum', world.sum_arrays)
+    compiled = dict(style='data_parallel', world=world, part_time=part_time,
                     f_grad_shared=lambda *batch: exchange.gradient_step(list(batch)),
-                    f_update=f_update, lrate=options['lrate'],
+                    f_update=timed('optimizer', f_update), lrate=options['lrate'],
                     compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
                     functions=[f_gradients, f_grad_shared])
     log('compiled in %.1f s' % compiled['compile_sec'])
@@ -337,14 +346,16 @@ class StyleTimer(object):
     def __init__(self, compiled):
         self.compiled = compiled
         self.wall, self.cpu, self.words, self.costs, self.per_update = 0., 0., 0, [], []
+        self.system = 0.
 
     def update(self, batch, timed=True):
-        t, c = time.time(), time.process_time()
+        t, c, k = time.time(), time.process_time(), os.times().system
         self.costs.append(run_update(self.compiled, batch))
         wall, cpu = time.time() - t, time.process_time() - c
         if timed:
             self.wall += wall
             self.cpu += cpu
+            self.system += os.times().system - k
             self.words += int(batch[3].sum())
             self.per_update.append(wall)
         return wall, cpu
@@ -364,6 +375,9 @@ class StyleTimer(object):
             ('cpu_sec_per_update', round(self.cpu / n, 4)),
             ('cpu_words_per_sec', round(self.words / self.cpu, 2)),
             ('cpu_share', round(self.cpu / self.wall, 3)),
+            # of that CPU time, the kernel's (threads that wait by spinning
+            # and yielding show here; clock ticks, so over many updates)
+            ('system_share', round(self.system / self.cpu, 3)),
             ('compile_sec', round(self.compiled['compile_sec'], 2)),
             ('compile_cpu_sec', round(self.compiled['compile_cpu'], 2)),
             ('target_words', self.words),
@@ -399,6 +413,14 @@ def timed_updates(timers, batches, n_updates):
                        timer.costs[-1], eta))
 
 
+def training_batches(config, decoder, n_updates, seed):
+    """(options, batches) of a training benchmark: warm-up and timed."""
+    options = model_options(config, decoder)
+    numpy.random.seed(seed)
+    return options, synthetic_batches(options, WARMUP_UPDATES + n_updates, seed,
+                                      TRAIN_LENGTHS.get(config))
+
+
 def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=False):
     """Train on synthetic batches in the given styles (one, or several side
     by side in this process, sharing the parameters); with ``marian``, Marian
@@ -406,10 +428,7 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
     import nmt
     import theano
 
-    options = model_options(config, decoder)
-    numpy.random.seed(seed)
-    batches = synthetic_batches(options, WARMUP_UPDATES + n_updates, seed,
-                                TRAIN_LENGTHS.get(config))
+    options, batches = training_batches(config, decoder, n_updates, seed)
     log('%s/%s: %s' % (config, decoder, ' vs '.join(styles)))
     load_start = os.getloadavg()[0]
     t0 = time.time()
@@ -424,6 +443,10 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
                          if s == 'data_parallel' else compile_training(
         tparams, options, s, style_mode(s) if len(styles) > 1 else None)) for s in styles]
     warm_up(timers, batches)
+    for timer in timers:     # the parts of the timed updates only
+        part_time = timer.compiled.get('part_time')
+        if part_time:
+            part_time.update(dict.fromkeys(part_time, 0.))
     if profile:
         from speed import theano_profile
         theano_profile.reset(sum((t.compiled['functions'] for t in timers), []))
@@ -443,8 +466,12 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
             figs[first]['cpu_words_per_sec'] / figs[second]['cpu_words_per_sec'], 3)
     if styles == ('data_parallel',):
         result['workers'] = timers[0].compiled['world'].size
-        result['allreduce_sec_per_update'] = round(
-            timers[0].compiled['exchange_time'][0] / (WARMUP_UPDATES + n_updates), 4)
+        result['part_sec_per_update'] = OrderedDict(
+            (part, round(sec / n_updates, 6))
+            for part, sec in timers[0].compiled['part_time'].items())
+        log('an update of worker %d: %s' % (timers[0].compiled['world'].rank, ', '.join(
+            '%s %.1f ms' % (part, 1000 * sec) for part, sec in
+            result['part_sec_per_update'].items())))
     result.update([
         ('updates', n_updates), ('warmup_updates', WARMUP_UPDATES),
         ('sentences_per_update', options['batch_size']),
@@ -457,29 +484,40 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
             [(t.compiled['style'], 'the %s style' % t.compiled['style'],
               t.compiled['functions']) for t in timers], profile)
     if marian:
-        result.update(compare_with_marian(options, batches, result.get('words_per_sec')))
+        threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
+        result.update(compare_with_marian(
+            options, batches, {'this_process': result.get('words_per_sec')}, threads))
     return result
 
 
-def compare_with_marian(options, batches, words_per_sec):
-    """Marian's training figures on the same batches with this process's
-    threads, and the ratio of ours to its words/s; where Marian cannot run,
-    the reason instead (speed/marian.py)."""
+def compare_with_marian(options, batches, rates, threads):
+    """Marian's training figures on the same batches with ``threads``
+    threads, in each of its ways of using several (speed/marian.py MODES;
+    one thread: its only one), and the ratio of each of ``rates`` (ours,
+    {label: words/s}) to each; where Marian cannot run, the reason instead."""
     import tempfile
     from speed import marian
-    threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
-    log('Marian: %d updates on the same batches, %d thread(s)' % (len(batches), threads))
+    modes = marian.MODES if threads > 1 else (('one_thread', []),)
+    figures = OrderedDict()
     try:
         exe = marian.marian_command()
         with tempfile.TemporaryDirectory(prefix='marian-bench-') as work:
             files = marian.write_corpus(batches, work, options['n_words_src'], options['n_words'])
-            figures = marian.train_speed(exe, files, options, threads, len(batches), work)
+            for mode, flags in modes:
+                log('Marian: %d updates on the same batches, %d thread(s), %s'
+                    % (len(batches), threads, mode))
+                figures[mode] = marian.train_speed(exe, files, options, threads,
+                                                   len(batches), work, flags=flags)
     except marian.MarianUnavailable as e:
         log('no comparison with Marian: %s' % e)
         return OrderedDict([('marian', None), ('marian_unavailable', str(e))])
-    ratio = round(words_per_sec / figures['words_per_sec'], 3) if words_per_sec else None
-    return OrderedDict([('marian', figures), ('threads', threads),
-                        ('ratio_to_marian_words_per_sec', ratio)])
+    ratios = OrderedDict((label, OrderedDict(
+        (mode, round(ours / f['words_per_sec'], 3)) for mode, f in figures.items()))
+        for label, ours in rates.items() if ours)
+    for label, by_mode in ratios.items():
+        log('%s: %s' % (label, ', '.join('%.2fx Marian %s' % (r, m) for m, r in by_mode.items())))
+    return OrderedDict([('marian', figures), ('marian_threads', threads),
+                        ('ratio_to_marian_words_per_sec', ratios)])
 
 
 def profile_report(groups, full_path):
@@ -763,11 +801,9 @@ def parse_args(argv):
         p.error('--updates, --sentences, --batch-size and --processes must be at least 1')
     if args.threads is not None and args.threads < 1:
         p.error('--threads must be at least 1')
-    if args.marian and args.model is None and (
-            args.mode != 'train' or args.side_by_side or args.workers > 1):
-        p.error('--marian compares one training process with Marian (train, without '
-                '--side-by-side and --workers) or a trained model\'s translations '
-                '(translate --model)')
+    if args.marian and args.model is None and (args.mode != 'train' or args.side_by_side):
+        p.error('--marian compares training with Marian (train, without '
+                '--side-by-side) or a trained model\'s translations (translate --model)')
     for flag in ('original_style', 'side_by_side'):
         if getattr(args, flag) and args.mode != 'train':
             p.error('--%s applies to train only' % flag.replace('_', '-'))
@@ -828,21 +864,23 @@ def run_one(args):
     return result
 
 
+def argv_without(argv, option, takes_value=False):
+    """argv less ``option`` (and its value: the next word, or ``=VALUE``)."""
+    rest, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == option:
+            skip = takes_value
+        elif not (takes_value and a.startswith(option + '=')):
+            rest.append(a)
+    return rest
+
+
 def run_all(args, argv):
     """Each decoder in a fresh process (own compile, own peak RSS)."""
     rate_key = 'words_per_sec' if args.mode == 'train' else 'sentences_per_sec'
-    rest = []
-    skip = False
-    for i, a in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if a == '--decoder':
-            skip = True
-            continue
-        if a.startswith('--decoder='):
-            continue
-        rest.append(a)
+    rest = argv_without(argv, '--decoder', takes_value=True)
     results = []
     for name in all_decoders():
         cmd = [sys.executable, os.path.abspath(__file__)] + rest + ['--decoder', name]
@@ -902,11 +940,10 @@ def bench_allreduce(n_floats, repeats):
 
 def compare_workers(args, argv):
     """One process on every core, then --workers N under mpirun: the figures
-    side by side and the ratio of words/s."""
+    side by side and the ratio of words/s; with --marian, then Marian on as
+    many threads, both of its ways (compare_with_marian)."""
     from machinery import distributed
-    rest = [a for a in argv if not a.startswith('--workers')]
-    if '--workers' in argv:
-        del rest[argv.index('--workers')]
+    rest = argv_without(argv_without(argv, '--workers', takes_value=True), '--marian')
     cores = theano_env.usable_cores()
     script = os.path.abspath(__file__)
     runs = OrderedDict()
@@ -930,6 +967,12 @@ def compare_workers(args, argv):
                           ('speedup_words_per_sec', round(
                               runs['workers']['words_per_sec'] /
                               runs['one_process']['words_per_sec'], 3))])
+    if args.marian:
+        options, batches = training_batches(args.config, args.decoder, args.updates,
+                                            args.seed)
+        result.update(compare_with_marian(
+            options, batches, OrderedDict((k, r['words_per_sec']) for k, r in runs.items()),
+            cores))
     print(json.dumps(result))
 
 

@@ -9,6 +9,15 @@ readout).  The batches are written out as a corpus in which every line of a
 batch follows the other, and Marian reads it in order (``--shuffle none``,
 ``--maxi-batch 1``), so that its updates see the sentences ours see.
 
+On several threads Marian trains asynchronously by default: each thread
+takes a mini-batch of its own and applies its gradient to the shared
+parameters when it is done, so two threads work on two batches at once,
+each gradient taken on parameters that the other thread may since have
+moved (another training algorithm than one thread's).  With ``--sync-sgd``
+its threads split every mini-batch and sum their gradients into one update,
+which is what one thread computes, and what this project's MPI workers do
+(data_parallel.py).  ``MODES`` names both; the benchmark times each.
+
 ``MarianUnavailable`` says in one line why Marian cannot run here; the
 benchmark prints it and goes on without the comparison.
 """
@@ -24,6 +33,10 @@ WHEEL = 'pymarian'
 EOS, UNK = '</s>', '<unk>'     # Marian's names of ids 0 and 1
 # "... : Time 12.34s : 2345.67 words/s ..." in Marian's progress lines
 RATE = re.compile(r'Up\. ([\d,]+) .*Time ([\d.]+)s : ([\d.]+) words/s')
+
+
+# Marian's ways of training on several threads: the extra flags of each
+MODES = (('asynchronous', []), ('synchronous', ['--sync-sgd']))
 
 
 class MarianUnavailable(Exception):
@@ -85,9 +98,9 @@ def _sentence(ids, mask):
     return ' '.join(words) + '\n'
 
 
-def training_command(exe, files, options, threads, updates, model_dir):
+def training_command(exe, files, options, threads, updates, model_dir, flags=()):
     """Marian's command for ``updates`` updates of the model that
-    ``options`` (nmt.py's) describes."""
+    ``options`` (nmt.py's) describes; ``flags``: a mode's (MODES)."""
     return [exe, '--type', 'amun', '--model', os.path.join(model_dir, 'model.npz'),
             '--train-sets', files['train.src'], files['train.trg'],
             '--vocabs', files['vocab.src.yml'], files['vocab.trg.yml'],
@@ -98,14 +111,20 @@ def training_command(exe, files, options, threads, updates, model_dir):
             '--optimizer', 'adam', '--learn-rate', str(options['lrate']),
             '--clip-norm', str(options['clip_c']), '--cpu-threads', str(threads),
             '--after', '%du' % updates, '--disp-freq', '10', '--save-freq', '1000000u',
-            '--seed', '1234', '--quiet-translation', '--overwrite', '--no-restore-corpus']
+            '--seed', '1234', '--quiet-translation', '--overwrite', '--no-restore-corpus'
+            ] + list(flags)
 
 
-def train_speed(exe, files, options, threads, updates, model_dir, warmup=10):
+def train_speed(exe, files, options, threads, updates, model_dir, warmup=10, flags=()):
     """Marian's training speed: target words/s over its progress lines
     after the first ``warmup`` updates, seconds from the command to its
-    first progress line, and its peak memory (MB)."""
-    cmd = training_command(exe, files, options, threads, updates, model_dir)
+    first progress line, and its peak memory (MB).  A new model each time:
+    the files of an earlier run in model_dir are removed first (Marian
+    would resume from them)."""
+    for name in os.listdir(model_dir):
+        if name.startswith('model.npz'):
+            os.remove(os.path.join(model_dir, name))
+    cmd = training_command(exe, files, options, threads, updates, model_dir, flags)
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             universal_newlines=True)

@@ -5,8 +5,11 @@ time is Theano's graph optimisation and, on a cold cache, C compilation.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from helpers import ROOT  # noqa: E402
 BENCH = os.path.join(ROOT, 'speed', 'benchmark.py')
@@ -44,6 +47,7 @@ def test_benchmark_tiny_train_and_translate():
     for key in ('words_per_sec', 'updates_per_sec', 'sec_per_update', 'compile_sec',
                 'peak_rss_mb'):
         assert r[key] > 0, key
+    assert 0 <= r['system_share'] <= 1
     assert r['options']['decoder'] == 'gru_cond' and r['options']['dim'] == 24
     assert r['machine']['cores'] >= 1 and 'blas' in r['machine']
 
@@ -60,3 +64,20 @@ def test_benchmark_tiny_train_and_translate():
         prof = t['profile'][kind]
         assert prof['top_ops'] and all(0 < op['share'] <= 1 for op in prof['top_ops'])
         assert 0 < prof['share_of_search_wall'] <= 1
+
+
+@pytest.mark.skipif(shutil.which('mpirun') is None, reason='no mpirun on this machine '
+                    '(bash setup.sh installs Open MPI)')
+def test_benchmark_workers_time_the_parts_of_their_update():
+    """--workers 2: one process, then two workers, and the time of each part
+    of a worker's update (gradients, their sum, clipping, optimizer)."""
+    r = _last_json(_start('train', '--config', 'tiny', '--updates', '3', '--workers', '2'))
+    assert r['workers'] == 2 and set(r['side_by_side']) == {'one_process', 'workers'}
+    workers = r['side_by_side']['workers']
+    assert workers['workers'] == 2 and workers['threads_per_process'] >= 1
+    parts = workers['part_sec_per_update']
+    assert list(parts) == ['gradients', 'sum', 'clip', 'optimizer']
+    assert all(sec > 0 for sec in parts.values())
+    assert sum(parts.values()) <= workers['sec_per_update'] * 1.05
+    assert r['speedup_words_per_sec'] == pytest.approx(
+        workers['words_per_sec'] / r['side_by_side']['one_process']['words_per_sec'], abs=1e-3)

@@ -66,6 +66,72 @@ def test_command_carries_the_model_and_optimiser():
     assert pairs['--shuffle'] == 'none' and numpy.isclose(float(pairs['--clip-norm']), 1.0)
 
 
+def test_synchronous_mode_splits_each_batch():
+    """Marian's asynchronous mode is its default; --sync-sgd the synchronous."""
+    files = {k: k for k in ('train.src', 'train.trg', 'vocab.src.yml', 'vocab.trg.yml')}
+    options = dict(n_words_src=20, n_words=30, dim_word=8, dim=12, batch_size=4,
+                   maxlen=50, lrate=0.0004, clip_c=1.0)
+    modes = dict(marian.MODES)
+    assert set(modes) == {'asynchronous', 'synchronous'}
+    commands = {mode: marian.training_command('pymarian', files, options, 2, 7, '/tmp/m', flags)
+                for mode, flags in modes.items()}
+    assert '--sync-sgd' not in commands['asynchronous']
+    assert commands['synchronous'] == commands['asynchronous'] + ['--sync-sgd']
+
+
+def test_each_timing_trains_a_new_model(tmp_path):
+    """A model left in the folder by the run before is removed (Marian would
+    resume it and train nothing), and the progress lines are read."""
+    exe = tmp_path / 'fake-marian'
+    lines = [PROGRESS % (i, up, 4 * up, 1.0, 100.) for i, up in enumerate((10, 20, 30))]
+    exe.write_text('#!/bin/sh\n[ -e "%s" ] && echo "resumed" >&2\n%s\n' % (
+        tmp_path / 'model.npz', '\n'.join("echo '%s' >&2" % line for line in lines)))
+    exe.chmod(0o755)
+    for name in ('model.npz', 'model.npz.optimizer.npz', 'model.npz.progress.yml'):
+        (tmp_path / name).write_text('old')
+    files = {k: k for k in ('train.src', 'train.trg', 'vocab.src.yml', 'vocab.trg.yml')}
+    options = dict(n_words_src=20, n_words=30, dim_word=8, dim=12, batch_size=4,
+                   maxlen=50, lrate=0.0004, clip_c=1.0)
+    figures = marian.train_speed(str(exe), files, options, 1, 30, str(tmp_path), warmup=10,
+                                 flags=['--sync-sgd'])
+    assert not any(p.name.startswith('model.npz') for p in tmp_path.iterdir())
+    assert figures['words_per_sec'] == 100.0 and figures['updates_timed'] == 20
+
+
+def test_benchmark_compares_each_of_ours_with_each_of_marians_ways(monkeypatch):
+    """On two threads both of Marian's modes are timed, and every rate of
+    ours gets a ratio to each; on one thread Marian's only way."""
+    from speed import benchmark
+    speeds = {(): 400., ('--sync-sgd',): 500.}
+    calls = []
+
+    def fake_train_speed(exe, files, options, threads, updates, work, flags=()):
+        calls.append((threads, tuple(flags)))
+        return {'words_per_sec': speeds[tuple(flags)]}
+    monkeypatch.setattr(marian, 'marian_command', lambda: 'pymarian')
+    monkeypatch.setattr(marian, 'train_speed', fake_train_speed)
+    options = dict(n_words_src=20, n_words=20)
+    r = benchmark.compare_with_marian(options, _batches(), {'one': 800., 'two': 1000.}, 2)
+    assert calls == [(2, ()), (2, ('--sync-sgd',))] and r['marian_threads'] == 2
+    assert r['ratio_to_marian_words_per_sec'] == {
+        'one': {'asynchronous': 2.0, 'synchronous': 1.6},
+        'two': {'asynchronous': 2.5, 'synchronous': 2.0}}
+    calls.clear()
+    r = benchmark.compare_with_marian(options, _batches(), {'one': 800.}, 1)
+    assert calls == [(1, ())] and list(r['marian']) == ['one_thread']
+
+
+def test_argument_lists_lose_an_option_and_its_value():
+    from speed.benchmark import argv_without
+    argv = ['train', '--workers', '2', '--marian', '--decoder=mean', '--updates', '3']
+    assert argv_without(argv, '--workers', takes_value=True) == [
+        'train', '--marian', '--decoder=mean', '--updates', '3']
+    assert argv_without(argv, '--decoder', takes_value=True) == [
+        'train', '--workers', '2', '--marian', '--updates', '3']
+    assert argv_without(argv, '--marian') == [
+        'train', '--workers', '2', '--decoder=mean', '--updates', '3']
+
+
 def test_peak_memory_is_read_from_the_process_itself():
     """VmHWM of a running process (here this one, against its own rusage);
     None for a process that is gone."""
