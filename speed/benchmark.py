@@ -484,10 +484,17 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
             [(t.compiled['style'], 'the %s style' % t.compiled['style'],
               t.compiled['functions']) for t in timers], profile)
     if marian:
-        threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
         result.update(compare_with_marian(
-            options, batches, {'this_process': result.get('words_per_sec')}, threads))
+            options, batches, {'this_process': result.get('words_per_sec')},
+            process_threads()))
     return result
+
+
+def process_threads():
+    """The BLAS/OpenMP threads of this process, which Marian gets too:
+    ``--threads`` or OMP_NUM_THREADS, else every core (BLAS's default)."""
+    value = os.environ.get('OMP_NUM_THREADS')
+    return int(value) if value else theano_env.usable_cores()
 
 
 def compare_with_marian(options, batches, rates, threads):
@@ -851,10 +858,9 @@ def run_one(args):
                              args.seed, profile=args.profile, marian=args.marian)
     elif args.model is not None:
         from speed import file_decoding
-        threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
         result = file_decoding.bench_file(
             args.model, args.source, args.dictionaries, BEAM, args.batch_size,
-            args.marian_mini_batches if args.marian else [], threads, args.sentences,
+            args.marian_mini_batches if args.marian else [], process_threads(), args.sentences,
             args.processes, log)
     else:
         result = bench_translate(args.config, args.decoder, args.sentences, args.seed,

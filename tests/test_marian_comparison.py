@@ -121,6 +121,16 @@ def test_benchmark_compares_each_of_ours_with_each_of_marians_ways(monkeypatch):
     assert calls == [(1, ())] and list(r['marian']) == ['one_thread']
 
 
+def test_marian_gets_this_process_threads(monkeypatch):
+    """--threads (OMP_NUM_THREADS) when given, else every core, as BLAS."""
+    from speed import benchmark
+    from machinery import theano_env
+    monkeypatch.setenv('OMP_NUM_THREADS', '3')
+    assert benchmark.process_threads() == 3
+    monkeypatch.delenv('OMP_NUM_THREADS')
+    assert benchmark.process_threads() == theano_env.usable_cores()
+
+
 def test_argument_lists_lose_an_option_and_its_value():
     from speed.benchmark import argv_without
     argv = ['train', '--workers', '2', '--marian', '--decoder=mean', '--updates', '3']
