@@ -27,13 +27,17 @@ import theano.tensor as tensor
 from machinery import fast_ops
 
 
-def clip_gradients(grads, clip_c):
-    """Rescale to global norm clip_c when the norm is larger."""
+def clip_gradients(grads, clip_c, norm2=None):
+    """Rescale to global norm clip_c when the norm is larger; ``norm2``: the
+    squared global norm when ``grads`` are only part of the gradient (one
+    worker's group of parameters, data_parallel.py), else their own."""
     if clip_c <= 0.:
         return grads
-    g2 = 0.
-    for g in grads:
-        g2 += (g ** 2).sum()
+    g2 = norm2
+    if g2 is None:
+        g2 = 0.
+        for g in grads:
+            g2 += (g ** 2).sum()
     return [tensor.switch(g2 > (clip_c ** 2), g / tensor.sqrt(g2) * clip_c, g)
             for g in grads]
 
@@ -170,10 +174,10 @@ def training_functions(options, tparams, inputs, cost, state=None, fused=True, m
     return _optimizer(options, tparams, grads, inputs, cost, state, fused, mode)
 
 
-def _optimizer(options, tparams, grads, inputs, cost, state, fused, mode):
+def _optimizer(options, tparams, grads, inputs, cost, state, fused, mode, norm2=None):
     extra = {'fused': fused, 'mode': mode} if options['optimizer'] == 'adadelta' else {}
     return OPTIMIZERS[options['optimizer']](
-        tensor.scalar(name='lr'), tparams, clip_gradients(grads, options['clip_c']),
+        tensor.scalar(name='lr'), tparams, clip_gradients(grads, options['clip_c'], norm2),
         inputs, cost, state=state, **extra)
 
 
@@ -184,14 +188,22 @@ def gradient_function(tparams, inputs, cost, mode=None):
     return theano.function(inputs, [cost] + grads, name='worker_gradients', mode=mode)
 
 
-def update_from_gradients(options, tparams, state=None, fused=True, mode=None):
+def update_from_gradients(options, tparams, state=None, fused=True, mode=None,
+                          sharded=False):
     """(f_grad_shared, f_update) as ``training_functions``', but
     f_grad_shared takes the whole batch's gradients and cost (one value per
     parameter, then the cost, which it returns) in place of the batch: the
     workers' summed gradients are clipped here, after the sum, as one
     process clips the gradient of the whole batch
-    (docs/equations.md#regularisers-and-clipping)."""
+    (docs/equations.md#regularisers-and-clipping).  ``sharded``: ``tparams``
+    are one worker's group of the parameters, and (with clipping, clip_c > 0)
+    f_grad_shared takes the squared norm of the whole gradient after the
+    cost."""
     grads = [tensor.TensorType(p.dtype, p.broadcastable)(name=k + '_whole_batch_grad')
              for k, p in tparams.items()]
     cost = tensor.scalar(name='whole_batch_cost', dtype='float32')
-    return _optimizer(options, tparams, grads, grads + [cost], cost, state, fused, mode)
+    norm2 = None
+    if sharded and options['clip_c'] > 0.:
+        norm2 = tensor.scalar(name='whole_gradient_norm2', dtype='float32')
+    inputs = grads + [cost] + ([norm2] if norm2 is not None else [])
+    return _optimizer(options, tparams, grads, inputs, cost, state, fused, mode, norm2)

@@ -110,12 +110,14 @@ class Compiled(object):
 
     def cache_key(self, options, model_options):
         """The function cache's key: this class, the options that shape the
-        graphs, the model's options, and whether the gradients are summed
-        over MPI workers (data_parallel.py compiles other functions)."""
+        graphs, the model's options, and this worker's place among MPI
+        workers (data_parallel.py compiles other functions, and each worker
+        its own group of the optimizer's step)."""
         shaping = dict((k, v) for k, v in options.items() if k not in RUN_OPTIONS)
         shaping.update(('model:' + k, v) for k, v in model_options.items()
                        if k not in RUN_OPTIONS)
-        shaping['data_parallel'] = distributed.world().size > 1
+        world = distributed.world()
+        shaping['data_parallel'] = [world.rank, world.size] if world.size > 1 else False
         return function_cache.cache_key(type(self).__name__, shaping)
 
     @staticmethod
@@ -134,7 +136,7 @@ class Compiled(object):
         if distributed.world().size > 1:
             (self.f_worker_gradients, self.f_grad_shared,
              self.f_update) = compile_data_parallel(options, self.tparams, inputs, cost,
-                                                    self.opt_state)
+                                                    self.opt_state, distributed.world())
         else:
             self.f_grad_shared, self.f_update = training_functions(
                 options, self.tparams, inputs, cost, state=self.opt_state)
@@ -191,7 +193,8 @@ class TrainingLoop(object):
     def start(self, reloading):
         """The state (restored when reloading), the progress meter, the
         training log and the stop requests; with several workers, every
-        worker's parameters and optimizer state are rank 0's."""
+        worker's parameters are rank 0's (its optimizer state, its group's
+        accumulators, is the checkpoint's or fresh on every worker)."""
         self.model.seed_worker_streams(self.world.rank)
         self.state = self._restore() if reloading else TrainingState()
         self.progress = Progress(self.options['finish_after'],
@@ -202,10 +205,10 @@ class TrainingLoop(object):
         self.exchange = None
         if self.world.size > 1:
             self._same_values_everywhere()
-            self.exchange = GradientExchange(self.world, self.model)
+            self.exchange = GradientExchange(self.world, self.model, self.options['clip_c'])
 
     def _same_values_everywhere(self):
-        shared = list(self.model.tparams.values()) + list(self.model.opt_state.values())
+        shared = list(self.model.tparams.values())
         values = self.world.broadcast_arrays([s.get_value() for s in shared])
         for s, v in zip(shared, values):
             s.set_value(v)
@@ -292,9 +295,9 @@ class TrainingLoop(object):
         ud_start = time.time()
         if self.exchange is None:
             cost = m.f_grad_shared(*prepared.inputs)
+            m.f_update(opt['lrate'])
         else:
-            cost = self.exchange.gradient_step(prepared.inputs)
-        m.f_update(opt['lrate'])
+            cost = self.exchange.update(prepared.inputs, opt['lrate'])
         ud = time.time() - ud_start
         self.progress.add(prepared.sentences, prepared.words, cost)
         if not numpy.isfinite(cost):
@@ -432,15 +435,21 @@ class TrainingLoop(object):
 
     def _save(self, snapshot):
         m = self.model
-        # every worker's random streams (rank 0 writes them with its own)
+        # every worker's random streams (rank 0 writes them with its own),
+        # and every worker's group of the optimizer's accumulators
         streams = self.world.gather([r.get_value() for r in m.rng_states()],
                                     'the checkpoint\'s random streams')
+        optimizer = OrderedDict()
+        for values in self.world.gather(OrderedDict((k, v.get_value())
+                                                    for k, v in m.opt_state.items()),
+                                        'the checkpoint\'s optimizer state'):
+            optimizer.update(values)
         if not self.world.is_root:
             return
         print('Saving the model at update %d...' % self.state.uidx, end=' ')
         self.state.data_position = self.train_it.position()
         try:
-            save_checkpoint(self.options['saveto'], self.state, m.tparams, m.opt_state,
+            save_checkpoint(self.options['saveto'], self.state, m.tparams, optimizer,
                             m.rng_states(), self.model_options, worker_streams=streams[1:])
             if snapshot:
                 self.save_params(with_suffix(self.options['saveto'],

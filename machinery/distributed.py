@@ -12,8 +12,14 @@ one-line error (docs/distributed.md).
 
 What the workers exchange (docs/distributed.md#how-it-works):
 
-* ``sum_arrays``: the weighted gradients of each worker's share of the batch,
-  summed in place over the workers (MPI Allreduce on the host);
+* ``reduce_scatter``: the weighted gradients of each worker's share of the
+  batch summed over the workers, each worker receiving the sum over its own
+  group of parameters (on the host: each worker sends every other the
+  piece it sums, MPI Isend/Irecv);
+* ``gather_arrays``: each worker's group of new parameters to every worker
+  (MPI Allgatherv);
+* ``sum_arrays``: small arrays summed in place over the workers (the cost
+  and the gradient's norm of each update; MPI Allreduce);
 * ``broadcast_arrays`` / ``broadcast``: rank 0's values (parameters at the
   start, the source sentences of a translation);
 * ``gather``: one value per worker, seen by every worker (the stop
@@ -44,6 +50,8 @@ LOCAL_SIZE_VARIABLES = ('OMPI_COMM_WORLD_LOCAL_SIZE', 'MPI_LOCALNRANKS',
                         'SLURM_NTASKS_PER_NODE')
 # how often a waiting worker looks for the others' processes (seconds)
 LIVENESS_INTERVAL = 0.2
+# the tag of reduce_scatter's messages
+REDUCE_SCATTER_TAG = 17
 
 
 class LaunchError(CommandError):
@@ -110,6 +118,13 @@ class SingleProcess(object):
     def sum_arrays(self, buffer, what=None):
         return buffer
 
+    def reduce_scatter(self, buffer, own_sum, offsets, counts, what=None):
+        own_sum[...] = buffer
+        return own_sum
+
+    def gather_arrays(self, buffer, offsets, counts, what=None):
+        return buffer
+
     def broadcast_arrays(self, arrays, what=None):
         return arrays
 
@@ -147,12 +162,14 @@ class MPIWorld(object):
 
     # -- waiting ------------------------------------------------------------
     def _wait(self, request, what):
-        """Poll ``request`` until done; between polls, every
-        LIVENESS_INTERVAL seconds, make sure the other workers on this
+        """Poll ``request`` (or a list of them) until done; between polls,
+        every LIVENESS_INTERVAL seconds, make sure the other workers on this
         machine still run."""
+        test = ((lambda: self.MPI.Request.Testall(request)) if isinstance(request, list)
+                else request.Test)
         try:
             pause = 0.
-            while not request.Test():
+            while not test():
                 time.sleep(pause)
                 pause = min(0.001, pause + 0.0001)
                 now = time.time()
@@ -170,10 +187,49 @@ class MPIWorld(object):
                                  'the last checkpoint is kept' % (rank, pid, host, what))
 
     # -- exchanges ----------------------------------------------------------
-    def sum_arrays(self, buffer, what='the exchange of gradients'):
-        """``buffer`` (one contiguous float32 array) summed over the workers,
+    def sum_arrays(self, buffer, what='a sum'):
+        """``buffer`` (one contiguous numpy array) summed over the workers,
         in place."""
         self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM), what)
+        return buffer
+
+    def reduce_scatter(self, buffer, own_sum, offsets, counts,
+                       what='the exchange of gradients'):
+        """The sum over the workers of this worker's piece of ``buffer``
+        (contiguous float32, the same length on every worker; worker r's
+        piece: ``counts[r]`` values from ``offsets[r]``) into ``own_sum``.
+        Each worker sends every other its piece and adds up its own, in rank
+        order (MPI's Ireduce_scatter allocates, and so page-faults, a
+        buffer's worth of memory at every call)."""
+        pieces = self._received(counts[self.rank])
+        requests = []
+        for r in range(self.size):
+            if r != self.rank and counts[self.rank]:
+                requests.append(self.comm.Irecv(pieces[r], source=r, tag=REDUCE_SCATTER_TAG))
+            if r != self.rank and counts[r]:
+                piece = buffer[offsets[r]:offsets[r] + counts[r]]
+                requests.append(self.comm.Isend(piece, dest=r, tag=REDUCE_SCATTER_TAG))
+        self._wait(requests, what)
+        pieces[self.rank] = buffer[offsets[self.rank]:offsets[self.rank] + counts[self.rank]]
+        own_sum[...] = pieces[0]
+        for piece in pieces[1:]:
+            own_sum += piece
+        return own_sum
+
+    def _received(self, count):
+        """One float32 array of ``count`` values a worker (kept from call to
+        call: no allocation in an update)."""
+        import numpy
+        if getattr(self, '_pieces', None) is None or self._pieces.shape[1] != count:
+            self._pieces = numpy.zeros((self.size, count), dtype='float32')
+        return list(self._pieces)
+
+    def gather_arrays(self, buffer, offsets, counts, what='the exchange of parameters'):
+        """Every worker's piece of ``buffer`` (contiguous float32: worker
+        r's ``counts[r]`` values from ``offsets[r]``) to every worker, in
+        place."""
+        pieces = [buffer, (counts, offsets), self.MPI.FLOAT]
+        self._wait(self.comm.Iallgatherv(self.MPI.IN_PLACE, pieces), what)
         return buffer
 
     def broadcast_arrays(self, arrays, what='the parameters\' broadcast'):

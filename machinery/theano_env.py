@@ -16,6 +16,8 @@ imports this module first; the user sets nothing by hand.  What it fixes:
   the MPI workers on one machine (``mpirun -np N``, distributed.py) take
   an equal share of its cores each.
   OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE).
+* memory: the C allocator keeps what an update frees for the next
+  (allocator.py: without it, page faults are 5% of a training run's CPU time).
 * float32, and a compile cache whose name does not depend on the kernel
   version, so that it survives reboots.
 
@@ -43,6 +45,7 @@ import os
 import sys
 import warnings
 
+from machinery import allocator
 from machinery import distributed
 from machinery import theano_flags
 from machinery import theano_repairs
@@ -345,6 +348,7 @@ def _prepare_gpu():
 
 
 if "theano" not in sys.modules:
+    allocator.keep_freed_memory()
     choose_openblas_core()
     configure()
     theano_repairs.install()

@@ -108,14 +108,15 @@ def worker_streams_prefix(rank):
     return 'rng__' if rank == 0 else 'rng_worker%d__' % rank
 
 
-def save_checkpoint(saveto, state, tparams, opt_state, rng_states, options,
+def save_checkpoint(saveto, state, tparams, optimizer_values, rng_states, options,
                     worker_streams=()):
     """The resume file, then the model file (see the module's docstring).
-    ``worker_streams``: the random streams' values of workers 1, 2, ... of a
-    run of several."""
+    ``optimizer_values``: name -> array of every accumulator of the optimizer
+    (of every worker, in a run of several); ``worker_streams``: the random
+    streams' values of workers 1, 2, ... of a run of several."""
     arrays = state.to_arrays()
     arrays.update(('param__' + k, v.get_value()) for k, v in tparams.items())
-    arrays.update(('optim__' + k, v.get_value()) for k, v in opt_state.items())
+    arrays.update(('optim__' + k, v) for k, v in optimizer_values.items())
     arrays.update(('rng__%d' % i, r.get_value()) for i, r in enumerate(rng_states))
     arrays['workers'] = 1 + len(worker_streams)
     for rank, values in enumerate(worker_streams, 1):

@@ -62,8 +62,11 @@ train --workers N  one process on every core, then N MPI workers (mpirun,
            command: both figures and their ratio (docs/distributed.md).
            Under mpirun, ``train`` times the data-parallel update itself
            and its parts (``part_sec_per_update``: the worker's gradients,
-           their sum over the workers, the clipping, the optimizer's step).
-allreduce  under mpirun: the time of the gradients' sum
+           their sum over the workers, the gradient's norm, the clipping and
+           the optimizer's step of its group of parameters, the exchange of
+           the new parameters), with each part's system CPU time
+           (``part_system_sec_per_update``).
+allreduce  under mpirun: the time of a sum over the workers
            (``distributed.MPIWorld.sum_arrays``, MPI Allreduce) of F float32
            (default: the papers' baseline, 108,725,885 parameters), R times.
 
@@ -296,41 +299,53 @@ def compile_training(tparams, options, style, mode=None):
 def compile_data_parallel_training(tparams, options):
     """This worker's part of a data-parallel update (data_parallel.py), as
     nmt.train builds it under mpirun; the seconds of each part of it (its
-    share's gradients, their sum over the workers, the clipping of the sum,
-    the optimizer's step) are counted in compiled['part_time']."""
+    share's gradients, their sum over the workers, the gradient's norm, the
+    clipping of its group, the optimizer's step on its group, the
+    parameters' exchange) are counted in compiled['part_time'] (part ->
+    [wall seconds, system CPU seconds])."""
     import types
     from machinery import distributed
     import nmt
-    from data_parallel import GradientExchange, compile_data_parallel
+    import data_parallel
 
     world = distributed.world()
     log('compiling the data-parallel functions (worker %d of %d)' % (world.rank, world.size))
     t1, c1 = time.time(), time.process_time()
     graph = nmt.training_graph(tparams, options)
-    f_gradients, f_grad_shared, f_update = compile_data_parallel(
-        options, tparams, graph.inputs, graph.train_cost, OrderedDict())
+    f_gradients, f_grad_shared, f_update = data_parallel.compile_data_parallel(
+        options, tparams, graph.inputs, graph.train_cost, OrderedDict(), world)
     graph.use_noise.set_value(numpy.float32(1.))
-    part_time = OrderedDict((part, 0.) for part in ('gradients', 'sum', 'clip', 'optimizer'))
+    part_time = OrderedDict((part, [0., 0.]) for part in DATA_PARALLEL_PARTS)
 
     def timed(part, f):
-        def call(*args):
-            t = time.time()
-            result = f(*args)
-            part_time[part] += time.time() - t
+        def call(*args, **kwargs):
+            t, system = time.time(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
+            result = f(*args, **kwargs)
+            part_time[part][0] += time.time() - t
+            part_time[part][1] += resource.getrusage(resource.RUSAGE_SELF).ru_stime - system
             return result
         return call
     model = types.SimpleNamespace(tparams=tparams,
                                   f_worker_gradients=timed('gradients', f_gradients),
-                                  f_grad_shared=timed('clip', f_grad_shared))
-    exchange = GradientExchange(world, model)
-    world.sum_arrays = timed('sum', world.sum_arrays)
+                                  f_grad_shared=f_grad_shared and timed('clip', f_grad_shared),
+                                  f_update=f_update and timed('optimizer', f_update))
+    exchange = data_parallel.GradientExchange(world, model, options['clip_c'])
+    world.reduce_scatter = timed('sum', world.reduce_scatter)
+    world.sum_arrays = timed('norm', world.sum_arrays)
+    data_parallel.squared_norm = timed('norm', data_parallel.squared_norm)
+    exchange._share_parameters = timed('share', exchange._share_parameters)
     compiled = dict(style='data_parallel', world=world, part_time=part_time,
-                    f_grad_shared=lambda *batch: exchange.gradient_step(list(batch)),
-                    f_update=timed('optimizer', f_update), lrate=options['lrate'],
+                    f_grad_shared=lambda *batch: exchange.update(list(batch), options['lrate']),
+                    f_update=lambda lrate: None, lrate=options['lrate'],
                     compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
-                    functions=[f_gradients, f_grad_shared])
+                    functions=[f for f in (f_gradients, f_grad_shared) if f is not None])
     log('compiled in %.1f s' % compiled['compile_sec'])
     return compiled
+
+
+# the parts of a worker's update that the benchmark times
+# (compile_data_parallel_training)
+DATA_PARALLEL_PARTS = ('gradients', 'sum', 'norm', 'clip', 'optimizer', 'share')
 
 
 def run_update(compiled, batch):
@@ -445,8 +460,8 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
     warm_up(timers, batches)
     for timer in timers:     # the parts of the timed updates only
         part_time = timer.compiled.get('part_time')
-        if part_time:
-            part_time.update(dict.fromkeys(part_time, 0.))
+        for times in (part_time or {}).values():
+            times[:] = [0., 0.]
     if profile:
         from speed import theano_profile
         theano_profile.reset(sum((t.compiled['functions'] for t in timers), []))
@@ -466,12 +481,15 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
             figs[first]['cpu_words_per_sec'] / figs[second]['cpu_words_per_sec'], 3)
     if styles == ('data_parallel',):
         result['workers'] = timers[0].compiled['world'].size
+        parts = timers[0].compiled['part_time'].items()
         result['part_sec_per_update'] = OrderedDict(
-            (part, round(sec / n_updates, 6))
-            for part, sec in timers[0].compiled['part_time'].items())
+            (part, round(wall / n_updates, 6)) for part, (wall, _) in parts)
+        result['part_system_sec_per_update'] = OrderedDict(
+            (part, round(system / n_updates, 6)) for part, (_, system) in parts)
         log('an update of worker %d: %s' % (timers[0].compiled['world'].rank, ', '.join(
-            '%s %.1f ms' % (part, 1000 * sec) for part, sec in
-            result['part_sec_per_update'].items())))
+            '%s %.1f ms (system %.1f)' % (part, 1000 * sec,
+                                          1000 * result['part_system_sec_per_update'][part])
+            for part, sec in result['part_sec_per_update'].items())))
     result.update([
         ('updates', n_updates), ('warmup_updates', WARMUP_UPDATES),
         ('sentences_per_update', options['batch_size']),

@@ -70,14 +70,18 @@ def test_benchmark_tiny_train_and_translate():
                     '(bash setup.sh installs Open MPI)')
 def test_benchmark_workers_time_the_parts_of_their_update():
     """--workers 2: one process, then two workers, and the time of each part
-    of a worker's update (gradients, their sum, clipping, optimizer)."""
+    of a worker's update (gradients, their sum, the norm, its group's
+    clipping and optimizer step, the parameters' exchange)."""
     r = _last_json(_start('train', '--config', 'tiny', '--updates', '3', '--workers', '2'))
     assert r['workers'] == 2 and set(r['side_by_side']) == {'one_process', 'workers'}
     workers = r['side_by_side']['workers']
     assert workers['workers'] == 2 and workers['threads_per_process'] >= 1
     parts = workers['part_sec_per_update']
-    assert list(parts) == ['gradients', 'sum', 'clip', 'optimizer']
+    assert list(parts) == ['gradients', 'sum', 'norm', 'clip', 'optimizer', 'share']
     assert all(sec > 0 for sec in parts.values())
+    system = workers['part_system_sec_per_update']
+    assert list(system) == list(parts)
+    assert all(0 <= system[p] <= parts[p] * 1.05 + 1e-3 for p in parts)
     assert sum(parts.values()) <= workers['sec_per_update'] * 1.05
     assert r['speedup_words_per_sec'] == pytest.approx(
         workers['words_per_sec'] / r['side_by_side']['one_process']['words_per_sec'], abs=1e-3)

@@ -17,7 +17,7 @@ import numpy
 import pytest
 
 from machinery import distributed
-from data_parallel import share_bounds
+from data_parallel import parameter_groups, share_bounds
 from tiny_runs import NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus
 
 MPIRUN = shutil.which('mpirun')
@@ -84,6 +84,27 @@ def test_shares_cover_the_batch_in_order():
             assert max(e - f for f, e in bounds) - min(e - f for f, e in bounds) <= 1
 
 
+def test_parameter_groups_split_the_values_evenly():
+    """Each worker's group of the optimizer's step: contiguous, in order,
+    covering every parameter once, each within one parameter of its share."""
+    rng = numpy.random.RandomState(0)
+    for size in (1, 2, 3, 4):
+        for _ in range(20):
+            sizes = list(rng.randint(1, 1000, size=rng.randint(1, 12)))
+            groups = parameter_groups(sizes, size)
+            assert len(groups) == size and groups[0][0] == 0
+            assert groups[-1][1] == len(sizes)
+            assert all(a[1] == b[0] and a[0] <= a[1] for a, b in zip(groups, groups[1:]))
+            # group k ends where the running total is nearest k/size of all
+            for k, (_, end) in enumerate(groups[:-1], 1):
+                target = sum(sizes) * k / float(size)
+                assert all(abs(sum(sizes[:end]) - target) <= abs(sum(sizes[:e]) - target)
+                           for e in range(groups[k - 1][0], len(sizes) + 1))
+    assert parameter_groups([10, 20, 10], 2) == [(0, 1), (1, 3)]
+    # a parameter larger than a share: a group may be empty
+    assert parameter_groups([1000, 10], 3) == [(0, 0), (0, 1), (1, 2)]
+
+
 def test_one_process_without_a_launcher(monkeypatch):
     for name in distributed.SIZE_VARIABLES + ('SLURM_STEP_ID',):
         monkeypatch.delenv(name, raising=False)
@@ -104,6 +125,41 @@ def test_fingerprint_names_files_and_options(tmp_path):
     second = distributed.fingerprint({'datasets': [str(data)], 'batch_size': 5})
     assert first['--batch_size'] == 5
     assert first['file ' + str(data)] != second['file ' + str(data)]
+
+
+# --------------------------------------------------------------------------
+# the exchanges of an update, under mpirun
+
+# each worker's buffer is numpy.random.RandomState(rank)'s; the pieces of
+# COUNTS (worker 1's empty) summed in rank order, and each worker's piece
+# of another buffer sent to all
+EXCHANGES = """import sys, numpy
+sys.path.insert(0, sys.argv[1])
+from machinery import distributed
+w = distributed.world()
+counts = [7, 0, 11]
+offsets = [0, 7, 7]
+buffers = [numpy.random.RandomState(r).randn(18).astype('float32') for r in range(w.size)]
+own = numpy.full(counts[w.rank], numpy.nan, dtype='float32')
+w.reduce_scatter(buffers[w.rank].copy(), own, offsets, counts)
+a, b = offsets[w.rank], offsets[w.rank] + counts[w.rank]
+want = buffers[0][a:b] + buffers[1][a:b] + buffers[2][a:b]
+assert numpy.array_equal(own, want), (own, want)
+values = numpy.zeros(18, dtype='float32')
+values[a:b] = buffers[w.rank][a:b]
+w.gather_arrays(values, offsets, counts)
+assert numpy.array_equal(values, numpy.concatenate(
+    [buffers[r][o:o + c] for r, (o, c) in enumerate(zip(offsets, counts))]))
+print('worker %d: exchanges exact' % w.rank)
+"""
+
+
+@needs_mpirun
+def test_reduce_scatter_and_gather_are_exact(tmp_path):
+    (tmp_path / 'exchanges.py').write_text(EXCHANGES)
+    proc = mpirun(3, ['exchanges.py', ROOT], tmp_path, timeout=120)
+    assert sorted(proc.stdout.split('\n'))[1:] == ['worker %d: exchanges exact' % r
+                                                    for r in range(3)]
 
 
 # --------------------------------------------------------------------------
@@ -180,6 +236,10 @@ def test_killed_worker_ends_the_run_and_the_checkpoint_resumes(corpus):
     mpirun(2, [NMT, '--model', 'straight.npz', '--finish_after', '8'] + flags, corpus)
     with numpy.load(str(corpus / 'straight.npz.resume.npz')) as f:
         assert int(f['workers']) == 2
+        # the optimizer's accumulators of both workers' groups (Adadelta: two
+        # a parameter), as one process writes them
+        n_params = len([k for k in f.files if k.startswith('param__')])
+        assert len([k for k in f.files if k.startswith('optim__')]) == 2 * n_params
         # each worker's own dropout stream (seed 1234 + rank)
         assert not numpy.array_equal(f['rng__0'], f['rng_worker1__0'])
 
