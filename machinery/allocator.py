@@ -17,7 +17,6 @@ process.  Elsewhere than glibc it does nothing.  A process's peak memory is
 unchanged: it keeps at most what it had in use.
 """
 import ctypes
-import ctypes.util
 
 # mallopt's parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
@@ -29,10 +28,8 @@ TRIM_THRESHOLD = 256 << 20
 
 def keep_freed_memory():
     """Fix glibc's thresholds; True where they were set."""
-    name = ctypes.util.find_library('c')
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+    try:       # the process's own symbols: libc's, without a search (no subprocess)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
