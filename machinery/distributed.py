@@ -153,6 +153,7 @@ class MPIWorld(object):
         self.host = socket.gethostname()
         self.peers = self._exchange_identities()
         self._last_look = 0.
+        self._pieces = None      # reduce_scatter's receive buffers
 
     def _exchange_identities(self):
         """[(rank, host, pid)] of the other workers (blocking: at start-up,
@@ -220,7 +221,7 @@ class MPIWorld(object):
         """One float32 array of ``count`` values a worker (kept from call to
         call: no allocation in an update)."""
         import numpy
-        if getattr(self, '_pieces', None) is None or self._pieces.shape[1] != count:
+        if self._pieces is None or self._pieces.shape[1] != count:
             self._pieces = numpy.zeros((self.size, count), dtype='float32')
         return list(self._pieces)
 
