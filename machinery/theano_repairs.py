@@ -217,6 +217,12 @@ def _opencl_kernel_code(elemwise):
     elemwise.GpuElemwise._generate_op_string = generate_op_string
 
 
+def _stable_context_type_name(gpuarray_type):
+    """GpuContextType's text is its class name, the same in every process
+    (ParamsType names its C struct from its types' texts)."""
+    gpuarray_type.GpuContextType.__str__ = lambda self: "GpuContextType"
+
+
 def _whole_key_files(cmodule):
     """KeyData.save_pkl writes a partial file beside key.pkl, then renames it
     over key.pkl (one step on POSIX): a reader sees the old file or the new."""
@@ -515,6 +521,19 @@ REPAIRS = [
         ("2, args, %(params)s->ndim_input_1, GE_CONVERT_F16);",
          "2, args, 0, GE_CONVERT_F16);"),
         changes_compiled_code=True),
+    AfterImport(
+        "stable_context_type_name", "theano.gpuarray.type",
+        "Not a fault of the results, of the compile cache: a ParamsType "
+        "names its C struct from a digest of its types' texts, and the GPU "
+        "context's type has no text of its own, so Python's default "
+        "('<... GpuContextType object at 0x7f...>', an address) went into "
+        "the C source of the 16 GPU ops whose parameters hold the context "
+        "(GpuAlloc, GpuAllocEmpty, ...).  Two processes that compiled one "
+        "of them at once (two workers on a cold cache) left two modules of "
+        "one key and different sources, and every later start warned 'The "
+        "same cache key is associated to different modules'.  Its text is "
+        "its class name; the compiled code is the same.",
+        _stable_context_type_name),
     AfterImport(
         "shared_elemwise_kernels", "theano.gpuarray.elemwise",
         "Not a fault, a cost: each GpuElemwise node builds its own kernels "

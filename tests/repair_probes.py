@@ -142,6 +142,24 @@ def probe_external_op_version():
     assert len(versions) == 1, 'DimShuffle\'s version differs between processes: %s' % versions
 
 
+def probe_stable_gpu_sources():
+    """The C struct of a GPU op's parameters (GpuAlloc's: the context and a
+    flag) has the same name in another process, so that two processes
+    compiling its module write the same source."""
+    import subprocess
+    code = ('from machinery import theano_env\n'
+            'from theano.gpuarray.basic_ops import GpuAlloc\n'
+            'print(GpuAlloc(None).params_type.name)')
+    env = theano_env.device_env('cpu')     # the classes alone: no device needed
+    names = set()
+    for _ in range(2):
+        child = subprocess.run([sys.executable, '-c', code], cwd=sys.path[0], env=env,
+                               capture_output=True, text=True)
+        assert child.returncode == 0, child.stderr[-2000:]
+        names.add(child.stdout.strip())
+    assert len(names) == 1, 'GpuAlloc\'s parameters struct differs between processes: %s' % names
+
+
 def _unique_modules(count):
     """A function of count C modules that no cache holds, made: the libraries
     it compiled and module_compiles' counts."""

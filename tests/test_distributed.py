@@ -1,6 +1,7 @@
 """Training and translation over several MPI workers (docs/distributed.md),
 compared with one process: the parameters after 1 and 20 updates (baseline
-and attentive residual decoder), the translation files byte for byte, the
+and attentive residual decoder; two workers on the OpenCL device after 3),
+the translation files byte for byte, the
 exact resume of a 2-worker run with dropout, a worker killed by a real
 signal (the run ends with a line naming it, no hang, the checkpoint
 intact), and bad launches (options that differ, a worker without mpi4py).
@@ -16,13 +17,15 @@ import subprocess
 import numpy
 import pytest
 
-from machinery import distributed
+from machinery import distributed, theano_env
 from data_parallel import parameter_groups, share_bounds
+from gpu_devices import DEVICES, why_not
 from tiny_runs import NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus
 
 MPIRUN = shutil.which('mpirun')
 needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason='no mpirun on this machine '
                                   '(bash setup.sh installs Open MPI)')
+OPENCL_REASON = why_not('opencl')
 MPI_ENV = dict(QUICK_ENV, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
                OMPI_MCA_rmaps_base_oversubscribe='1', PYTHONUNBUFFERED='1')
 TIMEOUT = 300
@@ -38,8 +41,8 @@ DECODERS = {'baseline': [],
                           '--att_scoring', 'content']}
 
 
-def mpirun(n, args, cwd, timeout=TIMEOUT, check=True):
-    proc = subprocess.run([MPIRUN, '-np', str(n), PY] + args, cwd=cwd, env=MPI_ENV,
+def mpirun(n, args, cwd, timeout=TIMEOUT, check=True, env=MPI_ENV):
+    proc = subprocess.run([MPIRUN, '-np', str(n), PY] + args, cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:
@@ -185,6 +188,24 @@ def test_two_workers_update_as_one_process(corpus, decoder):
     events = [e['event'] for e in log_events(str(corpus / two) + '.log.jsonl')]
     assert events.count('start') == 1 and events.count('update') == 20
     assert events[-1] == 'end'
+
+
+@needs_mpirun
+@pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
+def test_two_workers_on_opencl_update_as_one_cpu_process(corpus):
+    """The data-parallel path on Theano's GPU back-end (pocl's OpenCL device):
+    the gradients and the parameters' exchange go through the device's
+    shared variables."""
+    flags = FLAGS + ['--finish_after', '3']
+    one_process([NMT, '--model', 'cpu_three.npz'] + flags, corpus)
+    mpirun(2, [NMT, '--model', 'opencl_three.npz'] + flags, corpus,
+           env=theano_env.device_env(DEVICES['opencl'], MPI_ENV))
+    start = params(corpus / 'cpu_three.iter1.npz')
+    cpu, opencl = params(corpus / 'cpu_three.npz'), params(corpus / 'opencl_three.npz')
+    print('OpenCL workers against a CPU process: max |difference| after 3 updates %.2e'
+          % max_difference(cpu, opencl))
+    assert max_difference(cpu, opencl) < 1e-5
+    assert max_difference(cpu, start) > 1e-3
 
 
 # --------------------------------------------------------------------------

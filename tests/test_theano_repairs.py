@@ -30,7 +30,7 @@ CPU_PROBES = ['scan', 'scan_reorder', 'scan_output_address', 'integer_max_min',
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
               'softmax_grad', 'max_and_argmax', 'cumsum', 'topk', 'dropout', 'multinomial',
               'shared_kernels', 'lazy_reductions', 'lazy_elemwise', 'lazy_inc_subtensor',
-              'scan_reorder']
+              'scan_reorder', 'stable_gpu_sources']
 
 # repair: (device kind, probe that fails without it, a fragment of its failure)
 NEEDS = {
@@ -77,6 +77,8 @@ NEEDS = {
     'multinomial_init': ('opencl', 'multinomial', 'object.__init__() takes exactly one argument'),
     'mrg_uniform_c_op': ('opencl', 'dropout', "Can't instantiate abstract class"),
     'shared_elemwise_kernels': ('opencl', 'shared_kernels', 'more for eight'),
+    'stable_context_type_name': ('opencl', 'stable_gpu_sources',
+                                 'parameters struct differs between processes'),
     'max_and_argmax_c_op': ('opencl', 'max_and_argmax', "Can't instantiate abstract class"),
 }
 
