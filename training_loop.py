@@ -342,15 +342,14 @@ class TrainingLoop(object):
         the cost per target word over every update since the last display:
         a batch's cost moves with its length (the iterator sorts its buffer
         by length), the mean per word shows the progress."""
-        ups, wps, eta = self.progress.figures(self.state.uidx)
+        figures = self.progress.figures(self.state.uidx)
         per_word, n_updates = self.progress.take_recent_cost()
         print('Epoch %d Update %d Cost %f UD %f | %.4f per word (last %d updates) | %s'
               % (self.state.epoch, self.state.uidx, cost, ud, per_word, n_updates,
-                 Progress.text(ups, wps, eta)))
+                 Progress.text(figures)))
         sys.stdout.flush()
         self.log.write('update', self.state, cost=float(cost), cost_per_word=per_word,
-                       updates_averaged=n_updates, updates_per_second=ups,
-                       words_per_second=wps, eta_seconds=eta)
+                       updates_averaged=n_updates, **figures)
 
     def _after_update(self, prepared):
         """Validation, extra validation, samples and the stopping rules; the

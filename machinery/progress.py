@@ -50,10 +50,12 @@ class ProgressLine(object):
 
 
 class Progress(object):
-    """Rates (updates/s, target words/s) and an ETA for the display lines."""
+    """Rates (updates/s, target words/s) and an ETA for the display lines:
+    the rates over the updates since the last display (validations that fell
+    among them included), the ETA from the mean rate since the run began."""
 
     def __init__(self, finish_after, max_epochs, pairs_per_epoch):
-        self.start = time.time()
+        self.start = self.window_start = time.time()
         self.updates = self.words = self.sentences = self.pairs_done = 0
         self.recent_cost = self.recent_words = self.recent_updates = 0
         self.finish_after = finish_after
@@ -70,26 +72,38 @@ class Progress(object):
         self.recent_updates += 1
 
     def take_recent_cost(self):
-        """(cost per target word, number of updates) since the last call."""
+        """(cost per target word, number of updates) since the last call,
+        which starts the next window of the recent rates."""
         figures = (self.recent_cost / max(self.recent_words, 1), self.recent_updates)
         self.recent_cost = self.recent_words = self.recent_updates = 0
+        self.window_start = time.time()
         return figures
 
     def figures(self, uidx):
-        """(updates/s, target words/s, ETA in seconds or None)."""
-        elapsed = max(time.time() - self.start, 1e-9)
-        ups, wps = self.updates / elapsed, self.words / elapsed
+        """{'updates_per_second', 'words_per_second': since the run began;
+        'recent_updates_per_second', 'recent_words_per_second': since the
+        last take_recent_cost; 'eta_seconds': from the rates since the run
+        began, or None}."""
+        now = time.time()
+        elapsed = max(now - self.start, 1e-9)
+        window = max(now - self.window_start, 1e-9)
+        ups = self.updates / elapsed
         etas = []
         if self.finish_after < 10000000:
             etas.append(seconds_left(self.finish_after - uidx, ups))
         if self.total_pairs:
             etas.append(seconds_left(self.total_pairs - self.pairs_done,
                                      self.sentences / elapsed))
-        return ups, wps, (min(etas) if etas else None)
+        return dict(updates_per_second=ups, words_per_second=self.words / elapsed,
+                    recent_updates_per_second=self.recent_updates / window,
+                    recent_words_per_second=self.recent_words / window,
+                    eta_seconds=min(etas) if etas else None)
 
     @staticmethod
-    def text(ups, wps, eta):
-        text = '%.2f upd/s %.0f words/s' % (ups, wps)
-        if eta is not None:
-            text += ' ETA %s' % format_duration(eta)
+    def text(figures):
+        """'3.79 upd/s 1790 words/s ETA 1:02:00' (the recent rates)."""
+        text = '%.2f upd/s %.0f words/s' % (figures['recent_updates_per_second'],
+                                           figures['recent_words_per_second'])
+        if figures['eta_seconds'] is not None:
+            text += ' ETA %s' % format_duration(figures['eta_seconds'])
         return text

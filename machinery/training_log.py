@@ -4,8 +4,10 @@
 nmt.py and language_model/lm.py append an event at each step of a run:
 
 * ``start``: the run began updating (``reloaded``: it resumed a checkpoint);
-* ``update`` (every ``dispFreq`` updates): ``cost``, ``updates_per_second``,
-  ``words_per_second``, ``eta_seconds`` (null when the run has no end in sight);
+* ``update`` (every ``dispFreq`` updates): ``cost``, ``updates_per_second``
+  and ``words_per_second`` (since the run began, validations included),
+  ``recent_updates_per_second`` and ``recent_words_per_second`` (since the
+  last update event), ``eta_seconds`` (null when the run has no end in sight);
 * ``validation``: ``cost`` (and the language model's ``perplexity``),
   ``best`` (the best so far), ``bad_counter``;
 * ``bleu``: ``bleu``, ``best``;

@@ -122,6 +122,37 @@ def test_progress_line_rate_and_eta(monkeypatch):
     assert out.getvalue().endswith('10/10 sentences, 2.00 sentences/s, ETA 0:00:00\n')
 
 
+def test_training_rates_are_recent_and_the_eta_from_the_whole_run(monkeypatch):
+    """A pause (a long validation, a stopped process) lowers the display's
+    recent rates in its own window only; the rates since the start, which
+    the ETA uses, keep it."""
+    from machinery import progress
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, 'time', lambda: clock[0])
+    rates = progress.Progress(finish_after=400, max_epochs=10, pairs_per_epoch=None)
+    for _ in range(100):                    # 100 updates of 50 words in 10 s
+        rates.add(32, 50, cost=1.)
+    clock[0] = 10.0
+    first = rates.figures(100)
+    assert first['recent_updates_per_second'] == first['updates_per_second'] == 10.
+    rates.take_recent_cost()
+    clock[0] = 40.0                         # a 30 s pause, then 100 updates in 10 s
+    for _ in range(100):
+        rates.add(32, 50, cost=1.)
+    clock[0] = 50.0
+    second = rates.figures(200)
+    assert second['updates_per_second'] == 4. and second['words_per_second'] == 200.
+    assert second['recent_updates_per_second'] == 100. / 40.
+    rates.take_recent_cost()
+    clock[0] = 60.0
+    for _ in range(100):
+        rates.add(32, 50, cost=1.)
+    third = rates.figures(300)
+    assert third['recent_updates_per_second'] == 10. and third['recent_words_per_second'] == 500.
+    assert third['eta_seconds'] == 100 / 5.  # 100 updates left at 300 / 60 s
+    assert progress.Progress.text(third) == '10.00 upd/s 500 words/s ETA 0:00:20'
+
+
 def test_a_child_command_that_fails_or_is_interrupted():
     """cli.run_command: the child's own error line; a child interrupted by
     SIGTERM (status 143) ends the parent as interrupted, with that status."""
