@@ -72,10 +72,14 @@ def parameter_groups(sizes, size):
     return bounds
 
 
+def groups_of(params, size):
+    """``parameter_groups`` of the shared variables ``params``."""
+    return parameter_groups([p.get_value(borrow=True).size for p in params], size)
+
+
 def own_parameters(tparams, world):
     """The OrderedDict of ``tparams`` whose optimizer step this worker takes."""
-    sizes = [p.get_value(borrow=True).size for p in tparams.values()]
-    first, end = parameter_groups(sizes, world.size)[world.rank]
+    first, end = groups_of(tparams.values(), world.size)[world.rank]
     return OrderedDict(list(tparams.items())[first:end])
 
 
@@ -120,7 +124,7 @@ class GradientExchange(object):
         self.world, self.model, self.clips = world, model, clip_c > 0.
         self.params = list(model.tparams.values())
         shapes = [p.get_value(borrow=True).shape for p in self.params]
-        groups = parameter_groups([int(numpy.prod(s)) for s in shapes], world.size)
+        groups = groups_of(self.params, world.size)
         self.gradients, self.values = FlatArrays(shapes), FlatArrays(shapes)
         ends = self.gradients.ends
         # each group's first value and number of values in the flat buffers
