@@ -154,9 +154,12 @@ def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
     rows = length_buckets.bleu_by_length([hyps[d] for d in decoders], refs,
                                          [len(words(line)) for line in sources],
                                          tokenized=True, lowercase=True)
-    length_buckets.plot_rows(rows, decoders, png, 'BLEU by source length, %s (seeds %s)'
+    # each test sentence is in the pool once a seed: count it once
+    rows = [dict(row, sentences=row['sentences'] // len(seeds)) for row in rows]
+    length_buckets.plot_rows(rows, decoders, png, 'BLEU by source length, %s (seeds %s pooled)'
                              % (SHORT[test_set], ', '.join(map(str, seeds))))
-    return ['', '%s by source length (tokenised lowercased BLEU, seeds %s pooled):'
+    return ['', '%s by source length (tokenised lowercased BLEU over the translations of '
+            'seeds %s pooled; sentences: of the test set):'
             % (SHORT[test_set], ', '.join(map(str, seeds))), ''] + \
         length_buckets.format_rows(rows, decoders)
 
