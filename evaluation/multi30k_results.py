@@ -14,6 +14,9 @@ Writes into OUT:
   runs/multi30k/...``), whatever folders the run used;
 * ``logs/DECODER-seedSEED.log.jsonl``: each run's training log (small: they
   are committed, so that a re-run can be compared with them);
+* ``translations/DECODER-seedSEED/TEST.hyp.tok``: each run's test
+  translations (tokenised), which the significance tests and the BLEU by
+  length read;
 * ``results.md``: the table: per decoder, the runs, updates, and the mean and
   standard deviation over the seeds of the validation BLEU and of each test
   set's BLEU in both forms; per residual decoder and test set, the paired
@@ -26,12 +29,17 @@ Writes into OUT:
   update; ``by_length.png``: the BLEU by source length.
 
 It prints the table.  A run folder without result.json (still training) is
-skipped with a note.
+skipped with a note.  The runs gathered into OUT before stay in it when
+their folders are gone (a fresh machine): their results, logs and kept
+translations are read from OUT.  The pooled tests and the BLEU by length
+take the seeds whose translations are at hand; the table also gives Welch's
+t-test over the seeds' BLEU, which needs only the scores.
 
 ``--at N`` gathers the runs as scored at an equal budget of N updates
 (``train_multi30k.sh --score-at N``: each run's ``at-N/`` folder; a run that
 ended by update N is its own), with the validation curves up to update N.
 """
+import collections
 import glob
 import os
 import shutil
@@ -56,6 +64,19 @@ LENGTH_TEST_SET = 'test_2016_flickr'
 
 LOG = 'model.npz.log.jsonl'
 
+# a run as gathered: its result.json (with its portable command), its
+# training log, and the folder of its TEST.hyp.tok (None: not kept)
+Run = collections.namedtuple('Run', 'result log translations')
+
+
+def run_name(result):
+    return '%s-seed%d' % (result['decoder'], result['seed'])
+
+
+def sort_runs(runs):
+    return sorted(runs, key=lambda r: (r.result['decoder'] != BASELINE,
+                                       r.result['decoder'], r.result['seed']))
+
 
 def budget_folder(run_dir, at):
     """Where the run's scores at ``at`` updates are: its at-N/ folder, or the
@@ -67,9 +88,9 @@ def budget_folder(run_dir, at):
     return os.path.join(run_dir, 'at-%d' % at)
 
 
-def find_runs(runs_dir, at=None):
-    """[(folder, result)] of the finished runs, by decoder then seed; with
-    ``at``, their scores at that budget (folder: the run's at-N/)."""
+def find_runs(runs_dir, data_dir, at=None):
+    """[Run] of the finished runs in ``runs_dir``; with ``at``, their
+    scores at that budget (read from the run's at-N/)."""
     runs = []
     for run_dir in sorted(glob.glob(os.path.join(runs_dir, '*'))):
         if not os.path.isdir(run_dir):
@@ -80,12 +101,36 @@ def find_runs(runs_dir, at=None):
             print('note: %s has no result.json (still training?): left out' % folder,
                   file=sys.stderr)
             continue
-        runs.append((folder, load_json(result_path)))
+        result = load_json(result_path)
+        result['command'] = portable_command(result.get('command', ''), data_dir, runs_dir)
+        runs.append(Run(result, training_log_of(folder), folder))
+    return runs
+
+
+def kept_runs(out, present):
+    """[Run] of the runs gathered into ``out`` before whose names are not in
+    ``present``: their results, logs and translations as kept there."""
+    path = os.path.join(out, 'results.json')
+    if not os.path.exists(path):
+        return []
+    runs = []
+    for result in load_json(path):
+        if run_name(result) in present:
+            continue
+        translations = os.path.join(out, 'translations', run_name(result))
+        runs.append(Run(result, os.path.join(out, result['log']),
+                        translations if os.path.isdir(translations) else None))
+    return runs
+
+
+def all_runs(args):
+    """The runs of RUNS_DIR and those kept in OUT, by decoder then seed."""
+    runs = find_runs(args.runs_dir, args.data, args.at)
+    runs += kept_runs(args.out, {run_name(r.result) for r in runs})
     if not runs:
         raise InputError('%s: no run folder with a %sresult.json'
-                         % (runs_dir, 'at-%d/' % at if at else ''))
-    return sorted(runs, key=lambda r: (r[1]['decoder'] != BASELINE, r[1]['decoder'],
-                                       r[1]['seed']))
+                         % (args.runs_dir, 'at-%d/' % args.at if args.at else ''))
+    return sort_runs(runs)
 
 
 def mean_std(values):
@@ -106,23 +151,24 @@ def fmt(mean, std):
 def decoder_rows(runs):
     """{decoder: [result, ...]} in the runs' order."""
     rows = {}
-    for _, result in runs:
-        rows.setdefault(result['decoder'], []).append(result)
+    for run in runs:
+        rows.setdefault(run.result['decoder'], []).append(run.result)
     return rows
 
 
-def pooled(runs, data_dir, decoders, test_set, kind='hyp.tok'):
-    """The translations of ``decoders`` on ``test_set`` over the seeds all of
-    them have, each decoder's seeds concatenated in the same order, with the
-    reference and the source repeated as often: ({decoder: lines}, refs,
-    sources, seeds)."""
-    by_key = {(r['decoder'], r['seed']): folder for folder, r in runs}
+def pooled(runs, data_dir, decoders, test_set):
+    """The translations of ``decoders`` on ``test_set`` over the seeds whose
+    translations all of them have, each decoder's seeds concatenated in the
+    same order, with the reference and the source repeated as often:
+    ({decoder: lines}, refs, sources, seeds)."""
+    by_key = {(r.result['decoder'], r.result['seed']): r.translations for r in runs
+              if r.translations}
     seeds = sorted(set.intersection(*[{s for d, s in by_key if d == decoder}
                                        for decoder in decoders]))
     ref = read_lines(os.path.join(data_dir, '%s.tok.de' % test_set))
     source = read_lines(os.path.join(data_dir, '%s.tok.en' % test_set))
     hyps = {decoder: sum((read_lines(os.path.join(by_key[(decoder, seed)],
-                                                  '%s.%s' % (test_set, kind)),
+                                                  '%s.hyp.tok' % test_set),
                                      allow_empty=True) for seed in seeds), [])
             for decoder in decoders}
     return hyps, ref * len(seeds), source * len(seeds), seeds
@@ -136,10 +182,27 @@ def pooled_bootstrap(runs, data_dir, decoder, test_set, n_samples):
     from evaluation.evaluate import paired_bootstrap_p
     hyps, refs, _, seeds = pooled(runs, data_dir, (BASELINE, decoder), test_set)
     if not seeds or n_samples <= 0:
-        return None
+        return None, seeds
     metric = bleu_metric(tokenized=True, lowercase=True)
     return paired_bootstrap_p([hyps[BASELINE], hyps[decoder]], refs, metric, n_samples,
-                              seed=12345)[1]
+                              seed=12345)[1], seeds
+
+
+def seeds_welch_p(baseline, results, test_set):
+    """Welch's t-test of the seeds' tokenised lowercased BLEU on
+    ``test_set``, ``results`` against ``baseline`` (None under two seeds a
+    side): the seeds as the sample, where the bootstrap's sample is the test
+    set's sentences."""
+    from scipy.stats import ttest_ind
+    a, b = ([r['test'][test_set]['bleu_tok_lc'] for r in rs] for rs in (baseline, results))
+    if min(len(a), len(b)) < 2:
+        return None
+    return float(ttest_ind(b, a, equal_var=False).pvalue)
+
+
+def p_cell(values, seeds=None):
+    cell = ', '.join('–' if p is None else '%.3f' % p for p in values)
+    return cell + (' (seeds %s)' % ', '.join(map(str, seeds)) if seeds else '')
 
 
 def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
@@ -150,7 +213,8 @@ def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
     decoders = sorted(decoder_rows(runs), key=lambda d: d != BASELINE)
     hyps, refs, sources, seeds = pooled(runs, data_dir, decoders, test_set)
     if not seeds:
-        return []
+        return ['', '%s by source length: no seed whose translations every decoder '
+                'has kept' % SHORT[test_set]]
     rows = length_buckets.bleu_by_length([hyps[d] for d in decoders], refs,
                                          [len(words(line)) for line in sources],
                                          tokenized=True, lowercase=True)
@@ -168,9 +232,12 @@ def table(runs, data_dir, n_samples):
     """The results table (markdown lines)."""
     head = ['decoder', 'runs', 'updates', 'valid BLEU']
     head += ['%s tok / sacre' % SHORT[s] for s in TEST_SETS]
-    head += ['p vs baseline (%s)' % ', '.join(SHORT[s] for s in TEST_SETS)]
+    head += ['p vs baseline, paired bootstrap of the pooled seeds (%s)'
+             % ', '.join(SHORT[s] for s in TEST_SETS),
+             "p vs baseline, Welch's t over the seeds"]
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-    for decoder, results in decoder_rows(runs).items():
+    rows = decoder_rows(runs)
+    for decoder, results in rows.items():
         cells = [decoder, str(len(results)),
                  ', '.join(str(r['updates']) for r in results),
                  fmt(*mean_std([r['best_valid_bleu'] for r in results]))]
@@ -178,11 +245,13 @@ def table(runs, data_dir, n_samples):
             tok = mean_std([r['test'][s]['bleu_tok_lc'] for r in results])
             sacre = mean_std([r['test'][s].get('sacrebleu_lc') for r in results])
             cells.append('%s / %s' % (fmt(*tok), fmt(*sacre)))
-        if decoder == BASELINE:
-            cells.append('–')
+        if decoder == BASELINE or BASELINE not in rows:
+            cells += ['–', '–']
         else:
-            ps = [pooled_bootstrap(runs, data_dir, decoder, s, n_samples) for s in TEST_SETS]
-            cells.append(', '.join('–' if p is None else '%.3f' % p for p in ps))
+            tests = [pooled_bootstrap(runs, data_dir, decoder, s, n_samples) for s in TEST_SETS]
+            cells.append(p_cell([p for p, _ in tests], tests[0][1]))
+            cells.append(p_cell([seeds_welch_p(rows[BASELINE], results, s)
+                                 for s in TEST_SETS]))
         lines.append('| ' + ' | '.join(cells) + ' |')
     return lines
 
@@ -217,25 +286,38 @@ def training_log_of(folder):
     return os.path.join(folder, LOG)
 
 
-def copy_logs(runs, out):
-    """Each run's training log into OUT/logs/; {folder: the copy's name}."""
-    os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
-    names = {}
-    for folder, result in runs:
-        name = '%s-seed%d.log.jsonl' % (result['decoder'], result['seed'])
-        shutil.copyfile(training_log_of(folder), os.path.join(out, 'logs', name))
-        names[folder] = os.path.join('logs', name)
-    return names
+def copy_into(path, copy):
+    """``path`` to ``copy`` (nothing when it is that file already)."""
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    if not (os.path.exists(copy) and os.path.samefile(path, copy)):
+        shutil.copyfile(path, copy)
+
+
+def keep_runs(runs, out):
+    """Each run's training log into OUT/logs/ and its test translations into
+    OUT/translations/NAME/; the runs as kept there."""
+    kept = []
+    for run in runs:
+        name = run_name(run.result)
+        log = os.path.join('logs', name + '.log.jsonl')
+        copy_into(run.log, os.path.join(out, log))
+        translations = None
+        if run.translations:
+            translations = os.path.join(out, 'translations', name)
+            for s in TEST_SETS:
+                copy_into(os.path.join(run.translations, s + '.hyp.tok'),
+                          os.path.join(translations, s + '.hyp.tok'))
+        kept.append(Run(dict(run.result, log=log), os.path.join(out, log), translations))
+    return kept
 
 
 def plot_validation(runs, png, at=None):
     """Validation cost and BLEU of every run (up to update ``at``)."""
     from machinery import plots
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
-    for folder, result in runs:
-        events = [e for e in read_training_log(training_log_of(folder))
-                  if at is None or e['uidx'] <= at]
-        label = '%s seed %d' % (result['decoder'], result['seed'])
+    for run in runs:
+        events = [e for e in read_training_log(run.log) if at is None or e['uidx'] <= at]
+        label = '%s seed %d' % (run.result['decoder'], run.result['seed'])
         for ax, event, key in ((axes[0], 'validation', 'cost'), (axes[1], 'bleu', 'bleu')):
             points = [(e['uidx'], e[key]) for e in events if e['event'] == event]
             if points:
@@ -246,14 +328,8 @@ def plot_validation(runs, png, at=None):
 
 
 def gather(args):
-    runs = find_runs(args.runs_dir, args.at)
-    os.makedirs(args.out, exist_ok=True)
-    logs = copy_logs(runs, args.out)
-    write_json(os.path.join(args.out, 'results.json'),
-               [dict(result, log=logs[folder],
-                     command=portable_command(result.get('command', ''), args.data,
-                                              args.runs_dir))
-                for folder, result in runs], indent=2)
+    runs = keep_runs(all_runs(args), args.out)
+    write_json(os.path.join(args.out, 'results.json'), [r.result for r in runs], indent=2)
     lines = table(runs, args.data, args.bootstrap)
     lines += by_length(runs, args.data, os.path.join(args.out, 'by_length.png'))
     write_text(os.path.join(args.out, 'results.md'), '\n'.join(lines) + '\n')

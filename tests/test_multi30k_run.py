@@ -162,13 +162,31 @@ def test_results_gathered(tmp_path):
     rows = {line.split(' | ')[0].lstrip('| '): line for line in
             (out / 'results.md').read_text().splitlines()[2:]}
     assert '31.50 ± 0.71' in rows['baseline'] and '35.50 ± 0.71' in rows['attentive']
-    p_values = rows['attentive'].rstrip(' |').split(' | ')[-1].split(', ')
-    assert len(p_values) == 3 and all(0. <= float(p) < 0.05 for p in p_values)
+    bootstrap, welch = rows['attentive'].rstrip(' |').split(' | ')[-2:]
+    assert bootstrap.endswith(' (seeds 1, 2)')
+    p_values = bootstrap[:-len(' (seeds 1, 2)')].split(', ') + welch.split(', ')
+    # Welch over the seeds: BLEU 31, 32 against 35, 36 (t 5.66, 2 degrees of freedom)
+    assert welch.split(', ') == ['0.030'] * 3
+    assert len(p_values) == 6 and all(0. <= float(p) < 0.05 for p in p_values)
     # test2016 by source length: all 4 sentences have 1-10 words; BLEU over
     # seeds 1 and 2 pooled
     cells = rows['1-10'].rstrip(' |').split(' | ')
     assert cells[1] == '4' and float(cells[2]) < 100. and cells[3] == '100.00'
     assert (out / 'by_length.png').stat().st_size > 0
+
+    # on a machine without two of the runs' folders they are read from out
+    table = (out / 'results.md').read_text()
+    shutil.rmtree(runs / 'baseline-seed2')
+    shutil.rmtree(runs / 'attentive-seed1')
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
+                                                        'multi30k_results.py'),
+                           str(runs), '--data', str(data), '--out', str(out),
+                           '--bootstrap', '200'], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / 'results.json').read_text()) == results
+    assert (out / 'results.md').read_text() == table
+    assert (out / 'translations' / 'baseline-seed2' / 'test_2017_mscoco.hyp.tok').read_text() \
+        == '\n'.join(worse) + '\n'
 
 
 def test_results_gathered_at_a_budget(tmp_path):
