@@ -130,6 +130,15 @@ def fake_run(runs, data, decoder, seed, hyps, valid_bleu):
     (folder / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
 
 
+def gather_results(runs, data, out, *options):
+    """evaluation/multi30k_results.py on the runs; its finished process."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation', 'multi30k_results.py'),
+                           str(runs), '--data', str(data), '--out', str(out)] + list(options),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def test_results_gathered(tmp_path):
     data, runs, out = tmp_path / 'data', tmp_path / 'runs', tmp_path / 'out'
     data.mkdir()
@@ -145,11 +154,7 @@ def test_results_gathered(tmp_path):
         fake_run(runs, data, 'baseline', seed, worse, 30. + seed)
         fake_run(runs, data, 'attentive', seed, refs, 34. + seed)
     (runs / 'mean-seed1').mkdir()        # still training: no result.json
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
-                                                        'multi30k_results.py'),
-                           str(runs), '--data', str(data), '--out', str(out),
-                           '--bootstrap', '200'], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    proc = gather_results(runs, data, out, '--bootstrap', '200')
     assert 'mean-seed1 has no result.json' in proc.stderr
     results = json.loads((out / 'results.json').read_text())
     assert [(r['decoder'], r['seed']) for r in results] == [
@@ -178,11 +183,7 @@ def test_results_gathered(tmp_path):
     table = (out / 'results.md').read_text()
     shutil.rmtree(runs / 'baseline-seed2')
     shutil.rmtree(runs / 'attentive-seed1')
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
-                                                        'multi30k_results.py'),
-                           str(runs), '--data', str(data), '--out', str(out),
-                           '--bootstrap', '200'], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    proc = gather_results(runs, data, out, '--bootstrap', '200')
     assert json.loads((out / 'results.json').read_text()) == results
     assert (out / 'results.md').read_text() == table
     assert (out / 'translations' / 'baseline-seed2' / 'test_2017_mscoco.hyp.tok').read_text() \
@@ -212,11 +213,7 @@ def test_results_gathered_at_a_budget(tmp_path):
     fake_run(runs, data, 'memory', 1, refs, 31.)
     result = json.loads((runs / 'memory-seed1' / 'result.json').read_text())
     (runs / 'memory-seed1' / 'result.json').write_text(json.dumps(dict(result, updates=900)))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation',
-                                                        'multi30k_results.py'),
-                           str(runs), '--data', str(data), '--out', str(out),
-                           '--bootstrap', '0', '--at', '1000'], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    proc = gather_results(runs, data, out, '--bootstrap', '0', '--at', '1000')
     assert 'attentive-seed1/at-1000 has no result.json' in proc.stderr
     results = json.loads((out / 'results.json').read_text())
     assert [(r['decoder'], r['updates'], r['best_valid_bleu']) for r in results] == [
