@@ -39,6 +39,7 @@ import numpy
 
 from machinery import distributed
 from machinery import function_cache
+from machinery import machine
 from machinery.cli import CommandError, Interrupted, error_message
 from machinery.model_io import load_archive_extras, load_params
 from machinery.progress import Progress
@@ -235,7 +236,8 @@ class TrainingLoop(object):
                            pid=os.getpid(), finish_after=self.options['finish_after'],
                            validFreq=self.options['validFreq'],
                            saveFreq=self.options['saveFreq'],
-                           frequency_cost=self.frequency_cost)
+                           frequency_cost=self.frequency_cost,
+                           workers=self.world.size, machine=machine.description())
             reason = None
             if self.state.uidx >= self.options['finish_after']:
                 print('Already trained for %d updates (finish_after %d)'

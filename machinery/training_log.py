@@ -3,7 +3,9 @@
 
 nmt.py and language_model/lm.py append an event at each step of a run:
 
-* ``start``: the run began updating (``reloaded``: it resumed a checkpoint);
+* ``start``: the run began updating (``reloaded``: it resumed a checkpoint;
+  ``workers``: the MPI workers; ``machine``: what its arithmetic depends on,
+  machinery/machine.py);
 * ``update`` (every ``dispFreq`` updates): ``cost``, ``updates_per_second``
   and ``words_per_second`` (since the run began, validations included),
   ``recent_updates_per_second`` and ``recent_words_per_second`` (since the

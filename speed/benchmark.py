@@ -95,6 +95,7 @@ if any(a == '--profile' or a.startswith('--profile=') for a in sys.argv[1:]):
     os.environ.setdefault('CUDA_LAUNCH_BLOCKING', '1')
 from machinery import theano_env  # noqa: F401  (must come before theano)
 from machinery import cli
+from machinery import machine
 from machinery.progress import seconds_left
 
 import contextlib
@@ -172,24 +173,16 @@ def reported_options(options):
 
 def machine_info():
     import theano
-    cpu = platform.processor() or 'unknown'
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    cpu = line.split(':', 1)[1].strip()
-                    break
-    except OSError:
-        pass
     try:
         load = [round(v, 2) for v in os.getloadavg()]
     except OSError:
         load = None
     return OrderedDict([
-        ('cpu', cpu), ('cores', os.cpu_count()),
+        ('cpu', machine.cpu_model()), ('cores', os.cpu_count()),
         ('blas', theano.config.blas__ldflags),
         # OpenBLAS's kernels where theano_env (or the user) named them
         ('openblas_coretype', os.environ.get('OPENBLAS_CORETYPE')),
+        ('blas_kernels', machine.openblas_kernels(theano.config.blas__ldflags)),
         ('theano_device', theano.config.device),
         ('gpu', gpu_name()),
         # the caching allocator keeps what was allocated: about the peak

@@ -56,3 +56,25 @@ def test_the_linked_openblas_runs_modern_kernels_here():
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          stdout=subprocess.PIPE, universal_newlines=True, check=True)
     assert out.stdout.strip().lower() in theano_env.MODERN_OPENBLAS_CORES
+
+
+def test_the_machine_description_reads_the_cpu(tmp_path):
+    """machinery/machine.py: the model name and the widest vector unit."""
+    from machinery import machine
+    info = tmp_path / 'cpuinfo'
+    info.write_text('processor\t: 0\nmodel name\t: AMD EPYC 9654\nflags\t\t: avx2\n')
+    assert machine.cpu_model(str(info)) == 'AMD EPYC 9654'
+    assert machine.vector_unit(AVX512) == 'avx512'
+    assert machine.vector_unit({'avx2', 'fma'}) == 'avx2'
+    assert machine.vector_unit({'sse3'}) == 'sse'
+    assert machine.openblas_kernels('-L/opt/lib -lmkl_rt') is None
+
+
+def test_the_machine_description_names_the_kernels_in_use():
+    """The kernels the training log records are those of the OpenBLAS that
+    Theano links, as theano_env chose them (here, in this process)."""
+    from machinery import machine
+    flags = theano_env._blas_ldflags()
+    if '-lopenblas' not in flags.split():
+        pytest.skip('no OpenBLAS linked')
+    assert machine.openblas_kernels(flags).lower() in theano_env.MODERN_OPENBLAS_CORES

@@ -48,6 +48,26 @@ def test_training_log_holds_every_step(workdir):
             pytest.approx(list(f['history_errs']))
     assert events[-2]['reason'] == 'finish_after' and events[-1]['valid_cost'] > 0
     assert all(e['updates_per_second'] > 0 for e in events if e['event'] == 'update')
+    # what the run's arithmetic depends on (machinery/machine.py)
+    assert events[0]['workers'] == 1
+    assert events[0]['machine']['vector_unit'] in ('avx512', 'avx2', 'avx', 'sse')
+    assert events[0]['machine']['device'] == 'cpu' and events[0]['machine']['cores'] >= 1
+
+
+def test_the_same_command_again_computes_the_same_numbers(workdir):
+    """A second run of the reference command: analysis/compare_logs.py finds
+    every cost identical to the last digit (training is deterministic for a
+    seed on one machine, dropout included)."""
+    run([os.path.join(ROOT, 'nmt.py'), '--model', 'again.npz', '--finish_after', '6',
+         '--saveFreq', '2', '--validFreq', '3', '--valid_datasets', 'valid.src',
+         'valid.trg'] + TRAIN_FLAGS, cwd=workdir)
+    proc = subprocess.run([PY, os.path.join(ROOT, 'analysis', 'compare_logs.py'),
+                           'full.npz.log.jsonl', 'again.npz.log.jsonl'], cwd=workdir,
+                          stdout=subprocess.PIPE, universal_newlines=True)
+    assert proc.returncode == 0, proc.stdout
+    assert 'batch cost:' in proc.stdout and '6 in both,     6 the same' in proc.stdout
+    assert 'machine: the same' in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith('verdict: identical')
 
 
 def test_resume_continues_exactly(workdir):

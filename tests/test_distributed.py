@@ -187,8 +187,10 @@ def test_two_workers_update_as_one_process(corpus, decoder):
     assert max_difference(params(corpus / one), params(corpus / one.replace(
         '.npz', '.iter1.npz'))) > 1e-3
     # rank 0 alone wrote the log: one start, 20 updates, one end
-    events = [e['event'] for e in log_events(str(corpus / two) + '.log.jsonl')]
+    logged = log_events(str(corpus / two) + '.log.jsonl')
+    events = [e['event'] for e in logged]
     assert events.count('start') == 1 and events.count('update') == 20
+    assert logged[0]['workers'] == 2
     assert events[-1] == 'end'
 
 
