@@ -200,9 +200,14 @@ def seeds_welch_p(baseline, results, test_set):
     return float(ttest_ind(b, a, equal_var=False).pvalue)
 
 
+def seeds_text(seeds):
+    """'seed 3', 'seeds 1, 2'."""
+    return '%s %s' % ('seed' if len(seeds) == 1 else 'seeds', ', '.join(map(str, seeds)))
+
+
 def p_cell(values, seeds=None):
     cell = ', '.join('–' if p is None else '%.3f' % p for p in values)
-    return cell + (' (seeds %s)' % ', '.join(map(str, seeds)) if seeds else '')
+    return cell + (' (%s)' % seeds_text(seeds) if seeds else '')
 
 
 def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
@@ -220,11 +225,11 @@ def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
                                          tokenized=True, lowercase=True)
     # each test sentence is in the pool once a seed: count it once
     rows = [dict(row, sentences=row['sentences'] // len(seeds)) for row in rows]
-    length_buckets.plot_rows(rows, decoders, png, 'BLEU by source length, %s (seeds %s pooled)'
-                             % (SHORT[test_set], ', '.join(map(str, seeds))))
+    pool = seeds_text(seeds) + (' pooled' if len(seeds) > 1 else '')
+    length_buckets.plot_rows(rows, decoders, png, 'BLEU by source length, %s (%s)'
+                             % (SHORT[test_set], pool))
     return ['', '%s by source length (tokenised lowercased BLEU over the translations of '
-            'seeds %s pooled; sentences: of the test set):'
-            % (SHORT[test_set], ', '.join(map(str, seeds))), ''] + \
+            '%s; sentences: of the test set):' % (SHORT[test_set], pool), ''] + \
         length_buckets.format_rows(rows, decoders)
 
 

@@ -249,3 +249,10 @@ def test_the_command_of_a_run_as_workers_keeps_its_launcher():
     assert results.portable_command(command, '/d/m30k', '/scratch/runs') == (
         'mpirun -np 2 .venv/bin/python nmt.py --model runs/multi30k/baseline-seed1/model.npz '
         '--datasets data/multi30k/train.bpe.en --reload')
+
+
+def test_the_pooled_seeds_are_named_in_the_singular_or_plural():
+    from evaluation import multi30k_results
+    assert multi30k_results.p_cell([0.0151, None], [3]) == '0.015, – (seed 3)'
+    assert multi30k_results.p_cell([0.2], [1, 2]) == '0.200 (seeds 1, 2)'
+    assert multi30k_results.p_cell([0.2]) == '0.200'
