@@ -8,8 +8,8 @@ It pairs the two logs' figures by update, over the updates both have (up to
 validation cost and the validation BLEU.  For each it prints how many agree
 to the last digit, how far apart the others are (costs in units in the last
 place of float32, "ulps"; BLEU in points) and the first update where they
-differ; then the fields of the start events' ``machine`` that differ
-(machinery/machine.py), and a verdict:
+differ; then the fields of the start events' ``machine`` and ``workers``
+that differ (machinery/machine.py), and a verdict:
 
 * ``identical``: every figure the same;
 * ``same validations``: every validation cost and BLEU the same, some batch
@@ -79,10 +79,19 @@ def _amount(value, unit):
     return '%.2f' % value if unit == 'BLEU' else '%.3g' % value
 
 
+def setup_of(events):
+    """The first start event's ``machine`` record with its ``workers``, or
+    None for a log older than the record."""
+    start = next((e for e in events if e['event'] == 'start'), {})
+    if start.get('machine') is None:
+        return None
+    return dict(start['machine'], workers=start.get('workers'))
+
+
 def machine_differences(reference, run):
-    """Lines naming the machine fields of the start events that differ."""
-    machines = [next((e.get('machine') for e in events if e['event'] == 'start'), None)
-                for events in (reference, run)]
+    """Lines naming the fields of the machine records (and the workers)
+    that differ."""
+    machines = [setup_of(events) for events in (reference, run)]
     if None in machines:
         which = ' and '.join(n for n, m in zip(('the reference', 'the run'), machines)
                              if m is None)

@@ -14,11 +14,12 @@ from helpers import PY, ROOT, error_line
 MACHINE = {'cpu': 'AMD EPYC', 'vector_unit': 'avx2', 'blas_kernels': 'Zen'}
 
 
-def write_log(path, costs, valids, bleus=(), machine=MACHINE, resumed=()):
+def write_log(path, costs, valids, bleus=(), machine=MACHINE, resumed=(), workers=1):
     """A training log: update events of ``costs`` ({update: cost}), validation
     and bleu events ({update: value}); ``resumed``: (update, cost) pairs
     written again after a restart, as a resumed run appends them."""
-    events = [{'event': 'start', 'uidx': 0, 'time': 1.0, 'machine': machine}]
+    events = [{'event': 'start', 'uidx': 0, 'time': 1.0, 'machine': machine,
+               'workers': workers}]
     for u in sorted(set(costs) | set(valids)):
         if u in costs:
             events.append({'event': 'update', 'uidx': u, 'time': 2.0, 'cost': costs[u]})
@@ -69,12 +70,14 @@ def test_batch_costs_apart_in_ulps_with_the_same_validations(tmp_path, capsys):
     moved.update({200: next_float32(COSTS[200]), 300: next_float32(COSTS[300], 3)})
     a = write_log(tmp_path / 'a.jsonl', COSTS, VALIDS)
     b = write_log(tmp_path / 'b.jsonl', moved, VALIDS,
-                  machine=dict(MACHINE, vector_unit='avx512', blas_kernels='Cooperlake'))
+                  machine=dict(MACHINE, vector_unit='avx512', blas_kernels='Cooperlake'),
+                  workers=2)
     status, out = compare(tmp_path, capsys, a, b)
     assert status == 0
     assert 'batch cost:          3 in both,     1 the same; the others up to 3 ulps apart; ' \
            'first at update 200' in out.out
-    assert 'machine: vector_unit avx2 -> avx512; blas_kernels Zen -> Cooperlake' in out.out
+    assert ('machine: vector_unit avx2 -> avx512; blas_kernels Zen -> Cooperlake; '
+            'workers 1 -> 2') in out.out
     assert 'verdict: same validations' in out.out and '2 of 3 batch costs up to 3 ulps' in out.out
 
 
