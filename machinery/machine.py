@@ -41,13 +41,12 @@ def openblas_kernels(blas_ldflags):
     """The kernels of the OpenBLAS that ``blas_ldflags`` link (its
     openblas_get_corename(), in this process: the library is loaded once,
     so this is the one Theano's ops call), or None for another BLAS."""
-    flags = blas_ldflags.split()
-    if '-lopenblas' not in flags:
+    library = theano_env.linked_library(blas_ldflags, 'openblas')
+    if library is None:
         return None
-    libdir = next((f[2:] for f in flags if f.startswith('-L')), None)
     import ctypes
     try:
-        lib = ctypes.CDLL(os.path.join(libdir, 'libopenblas.so') if libdir else 'libopenblas.so')
+        lib = ctypes.CDLL(library)
         lib.openblas_get_corename.restype = ctypes.c_char_p
         return lib.openblas_get_corename().decode()
     except (OSError, AttributeError):

@@ -136,16 +136,26 @@ def openblas_corename(library):
     return out.stdout.strip() or None
 
 
+def linked_library(ldflags, name):
+    """The file of library ``name`` ("openblas", "mkl_rt") that the link
+    flags ``ldflags`` name (``-LDIR -lNAME``: DIR/libNAME.so; without -L the
+    bare file name, for the dynamic loader to find), or None."""
+    flags = ldflags.split()
+    if "-l" + name not in flags:
+        return None
+    libdir = next((f[2:] for f in flags if f.startswith("-L")), None)
+    return os.path.join(libdir or "", "lib%s.so" % name)
+
+
 def choose_openblas_core():
     """Set OPENBLAS_CORETYPE where the OpenBLAS that Theano links would fall
     back to kernels older than the CPU (the user's setting wins; children
     inherit ours, so the check runs once)."""
-    flags = _blas_ldflags().split()
-    if "-lopenblas" not in flags or "OPENBLAS_CORETYPE" in os.environ:
+    library = linked_library(_blas_ldflags(), "openblas")
+    if library is None or "OPENBLAS_CORETYPE" in os.environ:
         return
     wanted = openblas_core_for(cpu_flags())
-    libdir = next(f[2:] for f in flags if f.startswith("-L"))
-    found = wanted and openblas_corename(os.path.join(libdir, "libopenblas.so"))
+    found = wanted and openblas_corename(library)
     if found and found.lower() not in MODERN_OPENBLAS_CORES:
         os.environ["OPENBLAS_CORETYPE"] = wanted
 
@@ -158,13 +168,13 @@ def limit_threads(n):
     import ctypes.util
     for var in THREAD_VARIABLES:
         os.environ[var] = str(n)
-    flags = _blas_ldflags().split()
-    libdir = next((f[2:] for f in flags if f.startswith("-L")), None)
+    ldflags = _blas_ldflags()
     setters = [(ctypes.util.find_library("gomp"), "omp_set_num_threads")]
-    if libdir and "-lopenblas" in flags:
-        setters.append((os.path.join(libdir, "libopenblas.so"), "openblas_set_num_threads"))
-    if libdir and "-lmkl_rt" in flags:
-        setters.append((os.path.join(libdir, "libmkl_rt.so"), "MKL_Set_Num_Threads"))
+    for name, setter in (("openblas", "openblas_set_num_threads"),
+                         ("mkl_rt", "MKL_Set_Num_Threads")):
+        library = linked_library(ldflags, name)
+        if library:
+            setters.append((library, setter))
     for library, setter in setters:
         try:
             getattr(ctypes.CDLL(library), setter)(ctypes.c_int(n))

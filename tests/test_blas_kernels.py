@@ -45,10 +45,9 @@ def test_the_users_choice_wins(monkeypatch):
 
 def test_the_linked_openblas_runs_modern_kernels_here():
     """The library Theano links, in a process set up as every command is."""
-    flags = theano_env._blas_ldflags().split()
-    if '-lopenblas' not in flags or theano_env.openblas_core_for(theano_env.cpu_flags()) is None:
+    library = theano_env.linked_library(theano_env._blas_ldflags(), 'openblas')
+    if library is None or theano_env.openblas_core_for(theano_env.cpu_flags()) is None:
         pytest.skip('no OpenBLAS linked, or a CPU without AVX2')
-    library = os.path.join(next(f[2:] for f in flags if f.startswith('-L')), 'libopenblas.so')
     env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_CORETYPE'}
     script = ('import sys; from machinery import theano_env; '
               'print(theano_env.openblas_corename(sys.argv[1]))')
@@ -70,6 +69,14 @@ def test_the_machine_description_reads_the_cpu(tmp_path):
     assert machine.openblas_kernels('-L/opt/lib -lmkl_rt') is None
 
 
+def test_the_linked_library_is_found_in_the_link_flags():
+    flags = '-L/usr/lib/x/openblas-pthread -lopenblas'
+    assert theano_env.linked_library(flags, 'openblas') == \
+        '/usr/lib/x/openblas-pthread/libopenblas.so'
+    assert theano_env.linked_library(flags, 'mkl_rt') is None
+    assert theano_env.linked_library('-lopenblas', 'openblas') == 'libopenblas.so'
+
+
 def test_the_machine_description_names_the_kernels_in_use():
     """The kernels the training log records are those of the OpenBLAS that
     Theano links, as theano_env chose them (here, in this process)."""
@@ -78,3 +85,23 @@ def test_the_machine_description_names_the_kernels_in_use():
     if '-lopenblas' not in flags.split():
         pytest.skip('no OpenBLAS linked')
     assert machine.openblas_kernels(flags).lower() in theano_env.MODERN_OPENBLAS_CORES
+
+
+def test_limit_threads_reaches_the_linked_openblas(monkeypatch):
+    """theano_env.limit_threads sets the thread count of the OpenBLAS that
+    Theano links, found by linked_library."""
+    import ctypes
+    library = theano_env.linked_library(theano_env._blas_ldflags(), 'openblas')
+    if library is None:
+        pytest.skip('no OpenBLAS linked')
+    for var in theano_env.THREAD_VARIABLES:
+        monkeypatch.setenv(var, os.environ.get(var, '1'))   # restored afterwards
+    lib = ctypes.CDLL(library)
+    before = lib.openblas_get_num_threads()
+    try:
+        lib.openblas_set_num_threads(ctypes.c_int(2))
+        assert lib.openblas_get_num_threads() == 2
+        theano_env.limit_threads(1)
+        assert lib.openblas_get_num_threads() == 1
+    finally:
+        lib.openblas_set_num_threads(ctypes.c_int(before))
