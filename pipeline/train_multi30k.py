@@ -65,6 +65,7 @@ TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 TEST_BEAM = 12
 VALID_EVERY = 1000
 BLEU_PATIENCE = 5
+UPDATE_BUDGET = 22000
 
 # nmt.py's settings for the benchmark on a 2-core CPU (docs/multi30k.md):
 MULTI30K_SETTINGS = [
@@ -86,6 +87,9 @@ MULTI30K_SETTINGS = [
     # model selection and early stopping on validation BLEU; the cost's rule
     # (the original's patience) out of the way
     ('bleu_patience', BLEU_PATIENCE), ('patience', 1000), ('max_epochs', 40),
+    # the budget: at most UPDATE_BUDGET updates (its validation included),
+    # or BLEU patience, whichever comes first
+    ('finish_after', UPDATE_BUDGET),
     ('saveFreq', VALID_EVERY), ('sampleFreq', 100000), ('dispFreq', 100),
 ]
 TINY_SETTINGS = [
