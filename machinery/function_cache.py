@@ -218,21 +218,41 @@ def save(key, bundle, given):
     path = _path(key)
     folder = os.path.dirname(path)
     try:
-        os.makedirs(folder, exist_ok=True)
         data = io.BytesIO()
         with _deep_recursion():
             _Pickler(data, given).dump(bundle)
-        fd, partial = tempfile.mkstemp(dir=folder, suffix='.partial')
-        with os.fdopen(fd, 'wb') as f:
-            f.write(zlib.compress(data.getbuffer(), 1))   # graphs: 7x smaller
-        os.replace(partial, path)
+        _write_whole(path, zlib.compress(data.getbuffer(), 1))   # graphs: 7x smaller
     except Exception as error:
         print('function cache: not saved (%s: %s)' % (type(error).__name__, error),
               file=sys.stderr)
-        if 'partial' in locals():
-            remove_if_there(partial)
         return
     _forget_old(folder)
+
+
+# Theano's module cache removes every empty folder of the compile folder when
+# a process refreshes it: a function_cache/ just made could go before its
+# first file is in it (two MPI workers compiling at once lost both bundles
+# so).  The folder and its file are made together, and once more if it went.
+FOLDER_ATTEMPTS = 3
+
+
+def _write_whole(path, data):
+    """``data`` into ``path`` under a temporary name, renamed when whole."""
+    for attempt in range(FOLDER_ATTEMPTS):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix='.partial')
+        except FileNotFoundError:
+            if attempt == FOLDER_ATTEMPTS - 1:
+                raise
+            continue
+        try:
+            with os.fdopen(fd, 'wb') as f:
+                f.write(data)
+            os.replace(partial, path)
+            return
+        finally:
+            remove_if_there(partial)
 
 
 def _forget_old(folder):

@@ -142,3 +142,29 @@ def test_loaded_functions_are_linked_when_first_called_and_keep_their_shared_sto
     numpy.testing.assert_array_equal(loaded['f_read'](), [4, 6, 8])
     assert loaded['f_unused']._function is None
     assert loaded['f_read'].maker is loaded['f_read'].function().maker   # attributes pass through
+
+
+def test_a_folder_removed_by_theanos_cache_cleanup_is_made_again(tmp_path, monkeypatch):
+    """Theano's module cache removes the empty folders of its compile folder
+    when it refreshes (two MPI workers compiling at once lost both bundles
+    so): a save whose folder goes between its making and its file still
+    saves."""
+    from theano.link.c.cmodule import get_module_cache
+    cache = get_module_cache(theano.config.compiledir)
+    empty = os.path.join(cache.dirname, 'function_cache_probe_%d' % os.getpid())
+    os.makedirs(empty)
+    cache.refresh()
+    assert not os.path.exists(empty)          # what Theano does to an empty folder
+    folder = tmp_path / 'bundles'
+    monkeypatch.setenv(function_cache.VARIABLE, str(folder))
+    real_mkstemp, removed = function_cache.tempfile.mkstemp, []
+
+    def mkstemp_after_a_refresh(**kwargs):
+        if not removed:
+            os.rmdir(kwargs['dir'])           # the refresh of another process
+            removed.append(kwargs['dir'])
+        return real_mkstemp(**kwargs)
+    monkeypatch.setattr(function_cache.tempfile, 'mkstemp', mkstemp_after_a_refresh)
+    function_cache.save('k', {'small': numpy.zeros(3, 'float32')}, {})
+    assert removed and os.listdir(str(folder)) == ['k.pkl.z']
+    assert numpy.array_equal(function_cache.load('k', {})['small'], numpy.zeros(3))
