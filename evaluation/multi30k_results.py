@@ -1,54 +1,54 @@
-"""Gather the Multi30k runs of train_multi30k.sh into the results page's
-figures (docs/multi30k.md#results).
+"""Gather the Multi30k study into its results page (docs/multi30k.md#results):
+the runs of train_multi30k.sh, the ensembles and the Marian anchors of
+pipeline/multi30k_study.py.
 
     python evaluation/multi30k_results.py RUNS_DIR --data data/multi30k --out OUT \\
-        [--bootstrap 1000]
+        [--page docs/multi30k.md --readme README.md] [--bootstrap 2000] [--at N]
 
-RUNS_DIR holds one folder a run (``DECODER-seedSEED/``, as train_multi30k.sh
-names them) with its ``result.json``, training log and test translations.
-Writes into OUT:
+RUNS_DIR holds one folder a step, each with its result.json: ``DECODER-seedSEED/``
+(a run: its training log and test translations too), ``DECODER-ensemble/``
+(an ensemble of a decoder's seeds), ``marian-*/`` (an anchor).  The steps
+gathered into OUT before stay when their folders are gone (a fresh machine):
+they are read from OUT.  Writes, only once every figure could be made (a
+translation with the wrong number of lines, a missing log: one error line,
+nothing written):
 
-* ``results.json``: one object a run (its result.json, and the name of its
-  copied log), its command written as from the project's root with the
-  README's layout (``.venv/bin/python nmt.py ... data/multi30k/...
-  runs/multi30k/...``), whatever folders the run used;
-* ``logs/DECODER-seedSEED.log.jsonl``: each run's training log (small: they
-  are committed, so that a re-run can be compared with them);
-* ``translations/DECODER-seedSEED/TEST.hyp.tok``: each run's test
-  translations (tokenised), which the significance tests and the BLEU by
-  length read;
-* ``results.md``: the table: per decoder, the runs, updates, and the mean and
-  standard deviation over the seeds of the validation BLEU and of each test
-  set's BLEU in both forms; per residual decoder and test set, the paired
-  bootstrap p-value against the baseline (tokenised lowercased BLEU, the
-  seeds' translations pooled: seed s of the decoder against seed s of the
-  baseline, every seed that both have);
-  and below it test2016's BLEU by source length for each decoder
-  (evaluation/length_buckets.py; the seeds every decoder has, pooled);
-* ``validation.png``: the validation cost and BLEU of every run against the
-  update; ``by_length.png``: the BLEU by source length.
-
-It prints the table.  A run folder without result.json (still training) is
-skipped with a note.  The runs gathered into OUT before stay in it when
-their folders are gone (a fresh machine): their results, logs and kept
-translations are read from OUT.  The pooled tests and the BLEU by length
-take the seeds whose translations are at hand; the table also gives Welch's
-t-test over the seeds' BLEU, which needs only the scores.
+* ``OUT/results.json``: ``runs``, ``ensembles``, ``anchors`` (each step's
+  result.json, its command as from the project's root with the README's
+  layout), and the figures computed from them: ``decoders`` (mean and
+  standard deviation over the seeds), ``comparisons`` (each residual decoder
+  against the baseline on each test set: Welch's difference over the seeds
+  with its 95% interval, the paired bootstrap over the test sentences with
+  the seeds pooled, both with Holm's correction, and what the interval says
+  of the papers' gains), ``by_length`` and ``settings``;
+* ``OUT/logs/NAME.log.jsonl`` and ``OUT/translations/NAME/TEST.hyp.tok``:
+  each step's training log (absolute paths made relative) and test
+  translations;
+* ``OUT/validation.png`` (validation cost and BLEU of every run) and
+  ``OUT/by_length.png``;
+* the tables (evaluation/study_tables.py): into ``--page`` between its
+  markers ``<!-- results: begin -->`` and ``<!-- results: end -->``, and the
+  short table into ``--readme`` between ``<!-- multi30k table: begin -->`` and
+  ``<!-- multi30k table: end -->``; without --page into ``OUT/results.md``.
 
 ``--at N`` gathers the runs as scored at an equal budget of N updates
-(``train_multi30k.sh --score-at N``: each run's ``at-N/`` folder; a run that
-ended by update N is its own), with the validation curves up to update N.
+(``train_multi30k.sh --score-at N``: each run's ``at-N/``; a run that ended by
+update N is its own), with the validation curves up to update N.
 """
 import collections
 import glob
 import os
+import re
 import shutil
 import statistics
 import sys
+import tempfile
 
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from evaluation import study_statistics as stats
+from evaluation import study_tables
 from machinery import cli
 from machinery.model_io import load_json, write_json, write_text
 from machinery.text_io import InputError, read_lines
@@ -58,24 +58,33 @@ from machinery.vocab import words
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 SHORT = {'test_2016_flickr': 'test2016', 'test_2017_flickr': 'test2017',
          'test_2017_mscoco': 'mscoco2017'}
+TRG, SRC = 'de', 'en'
 BASELINE = 'baseline'
+DECODER_ORDER = (BASELINE, 'mean', 'attentive')
 LENGTH_TEST_SET = 'test_2016_flickr'
-
-
+BUDGET = 22000
+# the attentive and mean residual decoders' gains over the baseline in the
+# AAAI paper's Table 1 (BLEU: en-de, es-en, en-zh; the smallest and largest)
+PAPERS_GAINS = {'attentive': (0.6, 1.4), 'mean': (0.3, 1.0)}
 LOG = 'model.npz.log.jsonl'
+PAGE_MARKERS = ('<!-- results: begin -->', '<!-- results: end -->')
+README_MARKERS = ('<!-- multi30k table: begin -->', '<!-- multi30k table: end -->')
+KINDS = ('runs', 'ensembles', 'anchors')
 
-# a run as gathered: its result.json (with its portable command), its
-# training log, and the folder of its TEST.hyp.tok (None: not kept)
-Run = collections.namedtuple('Run', 'result log translations')
+# a step as gathered: its kind, name, result.json (with its portable
+# command), its training log (None: none) and the folder of its TEST.hyp.tok
+Step = collections.namedtuple('Step', 'kind name result log translations')
 
 
-def run_name(result):
-    return '%s-seed%d' % (result['decoder'], result['seed'])
+# --------------------------------------------------------------------------
+# finding the steps
 
-
-def sort_runs(runs):
-    return sorted(runs, key=lambda r: (r.result['decoder'] != BASELINE,
-                                       r.result['decoder'], r.result['seed']))
+def kind_of(folder_name, result):
+    if result.get('ensemble'):
+        return 'ensembles'
+    if result.get('system') == 'marian' or folder_name.startswith('marian'):
+        return 'anchors'
+    return 'runs'
 
 
 def budget_folder(run_dir, at):
@@ -88,194 +97,90 @@ def budget_folder(run_dir, at):
     return os.path.join(run_dir, 'at-%d' % at)
 
 
-def find_runs(runs_dir, data_dir, at=None):
-    """[Run] of the finished runs in ``runs_dir``; with ``at``, their
-    scores at that budget (read from the run's at-N/)."""
-    runs = []
-    for run_dir in sorted(glob.glob(os.path.join(runs_dir, '*'))):
-        if not os.path.isdir(run_dir):
+def find_steps(runs_dir, data_dir, at=None):
+    """[Step] of the folders of ``runs_dir`` with a result.json."""
+    steps = []
+    for step_dir in sorted(glob.glob(os.path.join(runs_dir, '*'))):
+        if not os.path.isdir(step_dir) or os.path.basename(step_dir).startswith('calibration'):
             continue
-        folder = budget_folder(run_dir, at) if at else run_dir
+        folder = budget_folder(step_dir, at) if at else step_dir
         result_path = os.path.join(folder, 'result.json')
         if not os.path.exists(result_path):
             print('note: %s has no result.json (still training?): left out' % folder,
                   file=sys.stderr)
             continue
         result = load_json(result_path)
-        result['command'] = portable_command(result.get('command', ''), data_dir, runs_dir)
-        runs.append(Run(result, training_log_of(folder), folder))
-    return runs
+        kind = kind_of(os.path.basename(step_dir), result)
+        if at and kind != 'runs':
+            continue
+        name = os.path.basename(step_dir)
+        result = dict(result, name=name,
+                      command=portable_command(result.get('command', ''), data_dir, runs_dir))
+        log = training_log_of(folder) if kind == 'runs' else None
+        steps.append(Step(kind, name, result, log, folder))
+    return steps
 
 
-def kept_runs(out, present):
-    """[Run] of the runs gathered into ``out`` before whose names are not in
-    ``present``: their results, logs and translations as kept there."""
+def kept_steps(out, present):
+    """[Step] gathered into ``out`` before whose names are not in ``present``."""
     path = os.path.join(out, 'results.json')
     if not os.path.exists(path):
         return []
-    runs = []
-    for result in load_json(path):
-        if run_name(result) in present:
-            continue
-        translations = os.path.join(out, 'translations', run_name(result))
-        runs.append(Run(result, os.path.join(out, result['log']),
-                        translations if os.path.isdir(translations) else None))
-    return runs
+    kept = load_json(path)
+    if isinstance(kept, list):          # results.json of before the ensembles: runs only
+        kept = {'runs': [dict(r, name='%s-seed%d' % (r['decoder'], r['seed'])) for r in kept]}
+    steps = []
+    for kind in KINDS:
+        for result in kept.get(kind, []):
+            if result['name'] in present:
+                continue
+            translations = os.path.join(out, 'translations', result['name'])
+            steps.append(Step(kind, result['name'], result,
+                              os.path.join(out, result['log']) if result.get('log') else None,
+                              translations if os.path.isdir(translations) else None))
+    return steps
 
 
-def all_runs(args):
-    """The runs of RUNS_DIR and those kept in OUT, by decoder then seed."""
-    runs = find_runs(args.runs_dir, args.data, args.at)
-    runs += kept_runs(args.out, {run_name(r.result) for r in runs})
-    if not runs:
+def all_steps(args):
+    steps = find_steps(args.runs_dir, args.data, args.at)
+    steps += kept_steps(args.out, {s.name for s in steps})
+    if not any(s.kind == 'runs' for s in steps):
         raise InputError('%s: no run folder with a %sresult.json'
                          % (args.runs_dir, 'at-%d/' % args.at if args.at else ''))
-    return sort_runs(runs)
+    check_logs(steps)
+    steps = [s._replace(result=dict(s.result, stop_reason=stop_of(s))) if s.kind == 'runs'
+             else s for s in steps]
+    return sorted(steps, key=step_order)
 
 
-def mean_std(values):
-    """(mean, standard deviation) of the values there are; the deviation is
-    None for one value (one seed has no spread to show), both for none."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return None, None
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
-def fmt(mean, std):
-    if mean is None:
-        return '–'
-    return '%.2f' % mean if std is None else '%.2f ± %.2f' % (mean, std)
-
-
-def decoder_rows(runs):
-    """{decoder: [result, ...]} in the runs' order."""
-    rows = {}
-    for run in runs:
-        rows.setdefault(run.result['decoder'], []).append(run.result)
-    return rows
-
-
-def pooled(runs, data_dir, decoders, test_set):
-    """The translations of ``decoders`` on ``test_set`` over the seeds whose
-    translations all of them have, each decoder's seeds concatenated in the
-    same order, with the reference and the source repeated as often:
-    ({decoder: lines}, refs, sources, seeds)."""
-    by_key = {(r.result['decoder'], r.result['seed']): r.translations for r in runs
-              if r.translations}
-    seeds = sorted(set.intersection(*[{s for d, s in by_key if d == decoder}
-                                       for decoder in decoders]))
-    ref = read_lines(os.path.join(data_dir, '%s.tok.de' % test_set))
-    source = read_lines(os.path.join(data_dir, '%s.tok.en' % test_set))
-    hyps = {decoder: sum((read_lines(os.path.join(by_key[(decoder, seed)],
-                                                  '%s.hyp.tok' % test_set),
-                                     allow_empty=True) for seed in seeds), [])
-            for decoder in decoders}
-    return hyps, ref * len(seeds), source * len(seeds), seeds
-
-
-def pooled_bootstrap(runs, data_dir, decoder, test_set, n_samples):
-    """Paired bootstrap p of ``decoder`` against the baseline on ``test_set``:
-    the translations of every seed both have, concatenated (None when they
-    share no seed)."""
-    from machinery.bleu import bleu_metric
-    from evaluation.evaluate import paired_bootstrap_p
-    hyps, refs, _, seeds = pooled(runs, data_dir, (BASELINE, decoder), test_set)
-    if not seeds or n_samples <= 0:
-        return None, seeds
-    metric = bleu_metric(tokenized=True, lowercase=True)
-    return paired_bootstrap_p([hyps[BASELINE], hyps[decoder]], refs, metric, n_samples,
-                              seed=12345)[1], seeds
-
-
-def seeds_welch_p(baseline, results, test_set):
-    """Welch's t-test of the seeds' tokenised lowercased BLEU on
-    ``test_set``, ``results`` against ``baseline`` (None under two seeds a
-    side): the seeds as the sample, where the bootstrap's sample is the test
-    set's sentences."""
-    from scipy.stats import ttest_ind
-    a, b = ([r['test'][test_set]['bleu_tok_lc'] for r in rs] for rs in (baseline, results))
-    if min(len(a), len(b)) < 2:
-        return None
-    return float(ttest_ind(b, a, equal_var=False).pvalue)
-
-
-def seeds_text(seeds):
-    """'seed 3', 'seeds 1, 2'."""
-    return '%s %s' % ('seed' if len(seeds) == 1 else 'seeds', ', '.join(map(str, seeds)))
-
-
-def p_cell(values, seeds=None):
-    cell = ', '.join('–' if p is None else '%.3f' % p for p in values)
-    return cell + (' (%s)' % seeds_text(seeds) if seeds else '')
-
-
-def by_length(runs, data_dir, png, test_set=LENGTH_TEST_SET):
-    """BLEU (tokenised, lowercased) of each decoder by source length on
-    ``test_set``, over the seeds every decoder has (markdown lines; the
-    figure into png); no lines when no seed is shared."""
-    from evaluation import length_buckets
-    decoders = sorted(decoder_rows(runs), key=lambda d: d != BASELINE)
-    hyps, refs, sources, seeds = pooled(runs, data_dir, decoders, test_set)
-    if not seeds:
-        return ['', '%s by source length: no seed whose translations every decoder '
-                'has kept' % SHORT[test_set]]
-    rows = length_buckets.bleu_by_length([hyps[d] for d in decoders], refs,
-                                         [len(words(line)) for line in sources],
-                                         tokenized=True, lowercase=True)
-    # each test sentence is in the pool once a seed: count it once
-    rows = [dict(row, sentences=row['sentences'] // len(seeds)) for row in rows]
-    pool = seeds_text(seeds) + (' pooled' if len(seeds) > 1 else '')
-    length_buckets.plot_rows(rows, decoders, png, 'BLEU by source length, %s (%s)'
-                             % (SHORT[test_set], pool))
-    return ['', '%s by source length (tokenised lowercased BLEU over the translations of '
-            '%s; sentences: of the test set):' % (SHORT[test_set], pool), ''] + \
-        length_buckets.format_rows(rows, decoders)
-
-
-def table(runs, data_dir, n_samples):
-    """The results table (markdown lines)."""
-    head = ['decoder', 'runs', 'updates', 'valid BLEU']
-    head += ['%s tok / sacre' % SHORT[s] for s in TEST_SETS]
-    head += ['p vs baseline, paired bootstrap of the pooled seeds (%s)'
-             % ', '.join(SHORT[s] for s in TEST_SETS),
-             "p vs baseline, Welch's t over the seeds"]
-    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-    rows = decoder_rows(runs)
-    for decoder, results in rows.items():
-        cells = [decoder, str(len(results)),
-                 ', '.join(str(r['updates']) for r in results),
-                 fmt(*mean_std([r['best_valid_bleu'] for r in results]))]
-        for s in TEST_SETS:
-            tok = mean_std([r['test'][s]['bleu_tok_lc'] for r in results])
-            sacre = mean_std([r['test'][s].get('sacrebleu_lc') for r in results])
-            cells.append('%s / %s' % (fmt(*tok), fmt(*sacre)))
-        if decoder == BASELINE or BASELINE not in rows:
-            cells += ['–', '–']
-        else:
-            tests = [pooled_bootstrap(runs, data_dir, decoder, s, n_samples) for s in TEST_SETS]
-            cells.append(p_cell([p for p, _ in tests], tests[0][1]))
-            cells.append(p_cell([seeds_welch_p(rows[BASELINE], results, s)
-                                 for s in TEST_SETS]))
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    return lines
+def step_order(step):
+    """The decoders in the registry's order of the study (DECODER_ORDER, then
+    the others by name), each by seed."""
+    decoder = step.result['decoder']
+    rank = DECODER_ORDER.index(decoder) if decoder in DECODER_ORDER else len(DECODER_ORDER)
+    return rank, decoder, step.result.get('seed', 0), step.name
 
 
 def portable_command(command, data_dir, runs_dir):
     """``command`` as run from the project's root with the README's layout:
-    the interpreter .venv/bin/python, nmt.py without its folder, the data
-    under data/multi30k and the runs under runs/multi30k; an MPI launcher
-    (``mpirun -np N``, train_multi30k.sh --workers) stays in front."""
+    the interpreter .venv/bin/python, the project's scripts without their
+    folder, the data under data/multi30k and the runs under runs/multi30k; an
+    MPI launcher (``mpirun -np N``) stays in front."""
     import shlex
+    from machinery import distributed
+    if not command:
+        return command
     places = [(os.path.abspath(data_dir), 'data/multi30k'),
               (os.path.abspath(runs_dir), 'runs/multi30k')]
-    words = shlex.split(command)
-    from machinery import distributed
-    workers, command = distributed.split_mpirun(words)
-    launcher = ['mpirun', '-np', str(workers)] if len(command) < len(words) else []
-    words = command
-    out = launcher + ['.venv/bin/python'] + [
-        os.path.basename(w) if w.endswith('/nmt.py') else w for w in words[1:]]
+    words_ = shlex.split(command)
+    workers, command_words = distributed.split_mpirun(words_)
+    launcher = ['mpirun', '-np', str(workers)] if len(command_words) < len(words_) else []
+    first = command_words[0]
+    interpreter = ['.venv/bin/python'] if 'python' in os.path.basename(first) else [
+        os.path.basename(first)]
+    out = launcher + interpreter + [
+        os.path.basename(w) if w.endswith(('/nmt.py', '/translate.py')) else w
+        for w in command_words[1:]]
     for i, word in enumerate(out):
         for old, new in places:
             if word == old or word.startswith(old + os.sep):
@@ -291,38 +196,276 @@ def training_log_of(folder):
     return os.path.join(folder, LOG)
 
 
-def copy_into(path, copy):
-    """``path`` to ``copy`` (nothing when it is that file already)."""
+# an absolute path of the machine a run ran on, up to its runs/ or data/ folder
+MACHINE_PATH = re.compile(r'(?<![\w.])/(?:[^\s"\'/]+/)*?((?:runs|data)/)')
+
+
+def relative_paths(text):
+    """``text`` with the absolute paths of runs/ and data/ made relative
+    ('/scratch/me/runs/multi30k/x' -> 'runs/multi30k/x')."""
+    return MACHINE_PATH.sub(r'\1', text)
+
+
+# --------------------------------------------------------------------------
+# checks
+
+def check_translations(steps, data_dir):
+    """InputError naming the first kept translation whose line count is not
+    its test set's (before anything is written)."""
+    for s in TEST_SETS:
+        lines = len(read_lines(reference(data_dir, s)))
+        for step in steps:
+            if step.translations is None:
+                continue
+            path = os.path.join(step.translations, s + '.hyp.tok')
+            got = len(read_lines(path, allow_empty=True))
+            if got != lines:
+                raise InputError('%s: %d lines, but %s has %d: a translation cut short or of '
+                                 'another test set' % (path, got, reference(data_dir, s), lines))
+
+
+def check_logs(steps):
+    for step in steps:
+        if step.log is not None and not [e for e in read_training_log(step.log)
+                                         if e['event'] == 'start']:
+            raise InputError('%s: a training log without its start (empty?)' % step.log)
+
+
+def reference(data_dir, test_set):
+    return os.path.join(data_dir, '%s.tok.%s' % (test_set, TRG))
+
+
+# --------------------------------------------------------------------------
+# the figures
+
+def stop_of(step):
+    """The run's stopping reason (its result's, else its log's last stop)."""
+    if step.result.get('stop_reason'):
+        return step.result['stop_reason']
+    stops = [e for e in read_training_log(step.log) if e['event'] == 'stop']
+    return stops[-1]['reason'] if stops else None
+
+
+def by_budget(result):
+    """True: stopped by the update budget (finish_after, or by hand after the
+    budget); False: by BLEU patience."""
+    return result.get('stop_reason') != 'bleu_early_stop'
+
+
+def summary(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    mean, half = stats.mean_interval(values)
+    return {'mean': mean, 'sd': statistics.stdev(values) if len(values) > 1 else None,
+            'ci95_half_width': half, 'n': len(values)}
+
+
+def decoder_figures(runs):
+    by_decoder = collections.OrderedDict()
+    for r in runs:
+        by_decoder.setdefault(r['decoder'], []).append(r)
+    out = []
+    for decoder, results in by_decoder.items():
+        budget = sum(1 for r in results if by_budget(r))
+        out.append({'decoder': decoder, 'seeds': [r['seed'] for r in results],
+                    'stopped': {'budget': budget, 'patience': len(results) - budget},
+                    'valid_bleu': summary([r['best_valid_bleu'] for r in results]),
+                    'test': {s: summary([r['test'][s]['bleu_tok_lc'] for r in results])
+                             for s in TEST_SETS},
+                    'test_sacrebleu': {s: summary([r['test'][s].get('sacrebleu_lc')
+                                                   for r in results]) for s in TEST_SETS}})
+    return out
+
+
+def reading(decoder, welch):
+    """What the seeds' 95% interval of a difference says (a sentence)."""
+    if welch is None:
+        return 'too few seeds for an interval'
+    low, high = welch['low'], welch['high']
+    smallest, largest = PAPERS_GAINS.get(decoder, (None, None))
+    span = 'between %+.2f and %+.2f BLEU' % (low, high)
+    if high < 0:
+        return span + ': behind the baseline'
+    if low > 0:
+        return span + ': ahead of the baseline'
+    if smallest is None:
+        return span + ': no difference is excluded'
+    if high < smallest:
+        return span + ": no gain excluded, the papers' (+%.1f to +%.1f) excluded" % (
+            smallest, largest)
+    if high < largest:
+        return span + ": neither no gain nor the papers' smallest (+%.1f) excluded; their " \
+            'largest (+%.1f) excluded' % (smallest, largest)
+    return span + ": neither no gain nor the papers' +%.1f to +%.1f excluded" % (
+        smallest, largest)
+
+
+class Statistics(object):
+    """The sentence statistics of every kept translation, computed once."""
+
+    def __init__(self, data_dir):
+        self.data_dir, self.cache = data_dir, {}
+        self.refs = {s: read_lines(reference(data_dir, s)) for s in TEST_SETS}
+
+    def of(self, step, test_set):
+        key = (step.name, test_set)
+        if key not in self.cache:
+            hyps = read_lines(os.path.join(step.translations, test_set + '.hyp.tok'),
+                              allow_empty=True)
+            self.cache[key] = stats.sentence_statistics(hyps, self.refs[test_set])
+        return self.cache[key]
+
+    def pool(self, steps, test_set):
+        import numpy
+        return numpy.stack([self.of(step, test_set) for step in steps])
+
+
+def with_translations(steps, decoder):
+    return [s for s in steps if s.kind == 'runs' and s.result['decoder'] == decoder
+            and s.translations]
+
+
+def comparisons(steps, decoders, sentence_stats, n_samples):
+    results = {d['decoder']: [s.result for s in steps if s.kind == 'runs'
+                              and s.result['decoder'] == d['decoder']] for d in decoders}
+    out = []
+    if BASELINE not in results:
+        return out
+    for d in decoders:
+        decoder = d['decoder']
+        if decoder == BASELINE:
+            continue
+        for s in TEST_SETS:
+            welch = stats.welch([r['test'][s]['bleu_tok_lc'] for r in results[BASELINE]],
+                                [r['test'][s]['bleu_tok_lc'] for r in results[decoder]])
+            welch = welch._asdict() if welch else None
+            base, mine = with_translations(steps, BASELINE), with_translations(steps, decoder)
+            boot = None
+            if base and mine and n_samples > 0:
+                boot = stats.pooled_bootstrap(sentence_stats.pool(base, s),
+                                              sentence_stats.pool(mine, s), n_samples)._asdict()
+                boot.update(baseline_seeds=[b.result['seed'] for b in base],
+                            seeds=[m.result['seed'] for m in mine])
+            out.append({'decoder': decoder, 'test_set': s, 'welch': welch, 'bootstrap': boot,
+                        'reading': reading(decoder, welch)})
+    for key in ('welch', 'bootstrap'):
+        adjusted = stats.holm([c[key]['p'] if c[key] else None for c in out])
+        for c, p in zip(out, adjusted):
+            if c[key]:
+                c[key]['p_holm'] = p
+    return out
+
+
+def ensemble_figures(ensembles, runs):
+    out = []
+    for e in ensembles:
+        seeds = [r['test'][TEST_SETS[0]]['bleu_tok_lc'] for r in runs
+                 if r['decoder'] == e['decoder'] and r['seed'] in e['seeds']]
+        gain = (e['test'][TEST_SETS[0]]['bleu_tok_lc'] - statistics.mean(seeds)
+                if len(seeds) == len(e['seeds']) else None)
+        out.append(dict(e, gain_over_seeds=gain))
+    return out
+
+
+def length_figures(steps, decoders, sentence_stats, data_dir, n_samples,
+                   test_set=LENGTH_TEST_SET):
+    """test_set's BLEU by source length of each decoder over its runs with
+    translations, and each residual decoder's difference with its bootstrap
+    interval (None when a decoder has no translations)."""
+    from evaluation import length_buckets
+    import numpy
+    names = [d['decoder'] for d in decoders]
+    pools = {d: with_translations(steps, d) for d in names}
+    if not all(pools.values()) or BASELINE not in pools:
+        return None
+    lengths = [len(words(line)) for line in read_lines(
+        os.path.join(data_dir, '%s.tok.%s' % (test_set, SRC)))]
+    edges = length_buckets.DEFAULT_EDGES
+    buckets = []
+    for b, bucket in enumerate(length_buckets.bucket_names(edges)):
+        subset = numpy.array([i for i, n in enumerate(lengths)
+                              if length_buckets.bucket_of(n, edges) == b])
+        if not len(subset):
+            continue
+        pooled = {d: sentence_stats.pool(pools[d], test_set) for d in names}
+        buckets.append({
+            'bucket': bucket, 'sentences': int(len(subset)),
+            'bleu': {d: stats.pooled_bleu(pooled[d], subset) for d in names},
+            'difference': {d: stats.pooled_bootstrap(pooled[BASELINE], pooled[d],
+                                                     n_samples, subset=subset)._asdict()
+                           for d in names if d != BASELINE}})
+    pool = '; '.join('%s seeds %s' % (study_tables.name(d), ', '.join(
+        str(s.result['seed']) for s in pools[d])) for d in names)
+    return {'test_set': test_set, 'decoders': names, 'pool': pool, 'buckets': buckets}
+
+
+def settings(n_samples):
+    from machinery.bleu import detok_signature
+    return {'test_sets': list(TEST_SETS), 'short_names': SHORT, 'test_beam': 12,
+            'budget_updates': BUDGET, 'bootstrap_samples': n_samples,
+            'papers_gains': {k: '+%.1f to +%.1f' % v for k, v in PAPERS_GAINS.items()},
+            'sacrebleu_signature': detok_signature(TRG, lowercase=True)}
+
+
+def figures_of(steps, data_dir, n_samples):
+    runs = [s.result for s in steps if s.kind == 'runs']
+    decoders = decoder_figures(runs)
+    sentence_stats = Statistics(data_dir)
+    return {
+        'settings': settings(n_samples),
+        'runs': runs,
+        'ensembles': ensemble_figures([s.result for s in steps if s.kind == 'ensembles'], runs),
+        'anchors': [s.result for s in steps if s.kind == 'anchors'],
+        'decoders': decoders,
+        'comparisons': comparisons(steps, decoders, sentence_stats, n_samples),
+        'by_length': length_figures(steps, decoders, sentence_stats, data_dir,
+                                    n_samples) if n_samples > 0 else None}
+
+
+# --------------------------------------------------------------------------
+# writing
+
+def copy_text(path, copy, transform=None):
+    """``path`` to ``copy`` (``transform`` applied to its text)."""
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
     os.makedirs(os.path.dirname(copy), exist_ok=True)
-    if not (os.path.exists(copy) and os.path.samefile(path, copy)):
-        shutil.copyfile(path, copy)
+    write_text(copy, transform(text) if transform else text)
 
 
-def keep_runs(runs, out):
-    """Each run's training log into OUT/logs/ and its test translations into
-    OUT/translations/NAME/; the runs as kept there."""
+def keep_steps(steps, out):
+    """Each step's training log into OUT/logs/ (absolute paths made relative)
+    and its test translations into OUT/translations/NAME/; the steps as kept
+    there."""
     kept = []
-    for run in runs:
-        name = run_name(run.result)
-        log = os.path.join('logs', name + '.log.jsonl')
-        copy_into(run.log, os.path.join(out, log))
-        translations = None
-        if run.translations:
-            translations = os.path.join(out, 'translations', name)
+    for step in steps:
+        result = dict(step.result)
+        log = translations = None
+        if step.log is not None:
+            result['log'] = os.path.join('logs', step.name + '.log.jsonl')
+            log = os.path.join(out, result['log'])
+            copy_text(step.log, log, relative_paths)
+        if step.translations:
+            translations = os.path.join(out, 'translations', step.name)
             for s in TEST_SETS:
-                copy_into(os.path.join(run.translations, s + '.hyp.tok'),
-                          os.path.join(translations, s + '.hyp.tok'))
-        kept.append(Run(dict(run.result, log=log), os.path.join(out, log), translations))
+                source = os.path.join(step.translations, s + '.hyp.tok')
+                copy = os.path.join(translations, s + '.hyp.tok')
+                if not (os.path.exists(copy) and os.path.samefile(source, copy)):
+                    copy_text(source, copy)
+        kept.append(step._replace(result=result, log=log, translations=translations))
     return kept
 
 
-def plot_validation(runs, png, at=None):
+def plot_validation(steps, png, at=None):
     """Validation cost and BLEU of every run (up to update ``at``)."""
     from machinery import plots
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
-    for run in runs:
-        events = [e for e in read_training_log(run.log) if at is None or e['uidx'] <= at]
-        label = '%s seed %d' % (run.result['decoder'], run.result['seed'])
+    for step in steps:
+        if step.log is None:
+            continue
+        events = [e for e in read_training_log(step.log) if at is None or e['uidx'] <= at]
+        label = '%s seed %d' % (step.result['decoder'], step.result['seed'])
         for ax, event, key in ((axes[0], 'validation', 'cost'), (axes[1], 'bleu', 'bleu')):
             points = [(e['uidx'], e[key]) for e in events if e['event'] == event]
             if points:
@@ -332,23 +475,95 @@ def plot_validation(runs, png, at=None):
                         legend_size=7)
 
 
+def plot_by_length(lengths, png):
+    """BLEU by source length, each residual decoder's difference with its interval."""
+    from machinery import plots
+    fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
+    x = list(range(len(lengths['buckets'])))
+    ticks = ['%s\n(%d)' % (b['bucket'], b['sentences']) for b in lengths['buckets']]
+    for d in lengths['decoders']:
+        axes[0].plot(x, [b['bleu'][d] for b in lengths['buckets']], marker='o',
+                     label=study_tables.name(d))
+        if d == BASELINE:
+            continue
+        diffs = [b['difference'][d] for b in lengths['buckets']]
+        axes[1].errorbar(x, [v['difference'] for v in diffs], marker='o', capsize=3,
+                         yerr=[[v['difference'] - v['low'] for v in diffs],
+                               [v['high'] - v['difference'] for v in diffs]],
+                         label=study_tables.name(d))
+    axes[1].axhline(0, color='grey', linewidth=0.8)
+    for ax in axes:
+        ax.set_xticks(x)
+        ax.set_xticklabels(ticks)
+    plots.finish_panels(fig, axes, ('BLEU, %s' % lengths['pool'],
+                                    'difference to the baseline, 95% bootstrap interval'),
+                        png, xlabel='source words (sentences)', legend_size=7)
+
+
+def replace_between(path, markers, lines):
+    """``path`` with the text between its two marker lines replaced by ``lines``."""
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    begin, end = markers
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise InputError('%s: needs the lines %s and %s once each, in that order, around '
+                         'the generated table' % (path, begin, end))
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    return head + begin + '\n' + '\n'.join(lines) + '\n' + end + tail
+
+
 def gather(args):
-    runs = keep_runs(all_runs(args), args.out)
-    write_json(os.path.join(args.out, 'results.json'), [r.result for r in runs], indent=2)
-    lines = table(runs, args.data, args.bootstrap)
-    lines += by_length(runs, args.data, os.path.join(args.out, 'by_length.png'))
-    write_text(os.path.join(args.out, 'results.md'), '\n'.join(lines) + '\n')
-    plot_validation(runs, os.path.join(args.out, 'validation.png'), args.at)
-    print('\n'.join(lines))
+    steps = all_steps(args)
+    check_translations(steps, args.data)
+    figures = figures_of(steps, args.data, args.bootstrap)
+    page = (replace_between(args.page, PAGE_MARKERS, study_tables.page_block(figures))
+            if args.page else None)
+    readme = (replace_between(args.readme, README_MARKERS, study_tables.readme_block(figures))
+              if args.readme else None)
+    # every figure is made: now the files
+    scratch = tempfile.mkdtemp(dir=args.out if os.path.isdir(args.out) else None)
+    try:
+        plot_validation(steps, os.path.join(scratch, 'validation.png'), args.at)
+        if figures['by_length']:
+            plot_by_length(figures['by_length'], os.path.join(scratch, 'by_length.png'))
+        kept = keep_steps(steps, args.out)       # the results with their copies' names
+        figures['runs'] = [s.result for s in kept if s.kind == 'runs']
+        figures['anchors'] = [s.result for s in kept if s.kind == 'anchors']
+        figures['ensembles'] = ensemble_figures([s.result for s in kept
+                                                 if s.kind == 'ensembles'], figures['runs'])
+        write_json(os.path.join(args.out, 'results.json'), figures, indent=2)
+        for png in os.listdir(scratch):
+            os.replace(os.path.join(scratch, png), os.path.join(args.out, png))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if page is not None:
+        write_text(args.page, page)
+    else:
+        write_text(os.path.join(args.out, 'results.md'),
+                   '\n'.join(study_tables.page_block(figures)) + '\n')
+    if readme is not None:
+        write_text(args.readme, readme)
+    print('\n'.join(study_tables.readme_block(figures)))
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('runs_dir', metavar='RUNS_DIR')
-    p.add_argument('--data', required=True, help='the prepared data (pipeline/multi30k.py)')
-    p.add_argument('--out', required=True, help='the folder of results.json, logs/, ...')
-    p.add_argument('--bootstrap', type=int, default=1000,
-                   help='resamples of the paired bootstrap (0: none)')
+    p = cli.ArgumentParser(description='Gather the Multi30k study (runs, ensembles, Marian '
+                           'anchors) into results.json, its logs and translations, the '
+                           'figures and the tables of the results page.')
+    p.add_argument('runs_dir', metavar='RUNS_DIR',
+                   help='the steps\' folders (runs/multi30k: DECODER-seedSEED, '
+                   'DECODER-ensemble, marian-*)')
+    p.add_argument('--data', required=True,
+                   help='the prepared data (pipeline/multi30k.py prepare): the references')
+    p.add_argument('--out', required=True,
+                   help='the folder of results.json, logs/, translations/, the figures '
+                   '(docs/multi30k)')
+    p.add_argument('--page', help='the results page whose generated tables are replaced '
+                   '(docs/multi30k.md); without it, OUT/results.md')
+    p.add_argument('--readme', help='the README whose short Multi30k table is replaced')
+    p.add_argument('--bootstrap', type=int, default=2000,
+                   help='resamples of the paired bootstrap (0: none; default 2000)')
     p.add_argument('--at', type=cli.positive_int, metavar='N',
                    help='the runs as scored at N updates (train_multi30k.sh --score-at N)')
     return p.parse_args(argv)
@@ -356,6 +571,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(cli.arguments(argv))
+    os.makedirs(args.out, exist_ok=True)
     return cli.run(lambda: gather(args))
 
 

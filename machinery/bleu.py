@@ -83,6 +83,14 @@ def detok_bleu(hyp_lines, ref_lines, lang, lowercase=False):
     return corpus_bleu(hyp_lines, ref_lines, False, lang, lowercase)['bleu']
 
 
+def detok_signature(lang, lowercase=False):
+    """sacreBLEU's signature of :func:`detok_bleu`'s score (one reference):
+    what to print beside each of its figures."""
+    metric = bleu_metric(False, lang, lowercase)
+    metric.corpus_score(['a'], [['a']])      # sacrebleu signs a metric that has scored
+    return str(metric.get_signature())
+
+
 def format_multibleu(result):
     """The line multi-bleu.perl prints."""
     p = result['precisions']

@@ -157,21 +157,23 @@ def selected_model(args):
     return best_bleu if os.path.exists(best_bleu) else model_path(args)
 
 
-def translate_command(args, data, model):
-    """translate.py of the test sets' concatenation (tests.bpe.en) into tests.hyp.bpe."""
+def translate_command(args, data, model, ensemble=()):
+    """translate.py of the test sets' concatenation (tests.bpe.en) into
+    tests.hyp.bpe, by ``model`` alone or with the ``ensemble``'s models."""
     beam = TINY_TEST_BEAM if args.tiny else TEST_BEAM
     return [sys.executable, os.path.join(ROOT, 'translate.py'), '-k', str(beam), '-n',
-            '-p', '1', model, data.dicts[0], data.dicts[1],
+            '-p', '1'] + [word for other in ensemble for word in ('--ensemble', other)] + [
+            model, data.dicts[0], data.dicts[1],
             os.path.join(args.model_dir, 'tests.bpe.' + SRC),
             os.path.join(args.model_dir, 'tests.hyp.bpe')]
 
 
-def translate_test_sets(args, data, model):
+def translate_test_sets(args, data, model, ensemble=()):
     """{test set: its translation's lines (BPE'd)}, from one translate.py call."""
     sources = {s: read_lines(data.test_src[s]) for s in TEST_SETS}
     write_lines(os.path.join(args.model_dir, 'tests.bpe.' + SRC),
                 [line for s in TEST_SETS for line in sources[s]])
-    run(translate_command(args, data, model))
+    run(translate_command(args, data, model, ensemble))
     hyps = read_lines(os.path.join(args.model_dir, 'tests.hyp.bpe'), allow_empty=True)
     out, start = {}, 0
     for s in TEST_SETS:
@@ -214,6 +216,13 @@ def training_parts(events):
     return [{k: v for k, v in part.items() if k != 'start'} for part in parts]
 
 
+def stop_reason(events):
+    """Why the run's last training process stopped (the log's last 'stop'
+    event: finish_after, bleu_early_stop, signal, ...), None without one."""
+    stops = [e for e in events if e['event'] == 'stop']
+    return stops[-1]['reason'] if stops else None
+
+
 def validation_summary(events):
     """(updates, best validation BLEU, best validation cost) from the training log."""
     bleus = [e['bleu'] for e in events if e['event'] == 'bleu']
@@ -238,9 +247,10 @@ def write_lines(path, lines):
     write_text(path, ''.join(line + '\n' for line in lines))
 
 
-def translate_and_score(args, data, model):
-    """{test set: scores} of ``model``'s translations (files into args.model_dir)."""
-    translations = translate_test_sets(args, data, model)
+def translate_and_score(args, data, model, ensemble=()):
+    """{test set: scores} of ``model``'s translations (with the ``ensemble``'s
+    models: of the ensemble's); files into args.model_dir."""
+    translations = translate_test_sets(args, data, model, ensemble)
     tests = {}
     for test_set in TEST_SETS:
         tests[test_set] = score_test_set(args, data, test_set, translations[test_set])
@@ -298,11 +308,40 @@ def score_at(args):
     print('result: %s' % os.path.join(args.model_dir, 'result.json'))
 
 
+# what a run folder holds: nothing of a run; a run stopped before its end
+# (resumed with --reload); a run trained to its end whose test sets are not
+# scored yet; a run with its result.json
+NEW, INTERRUPTED, TRAINED, SCORED = 'new', 'interrupted', 'trained', 'scored'
+
+
+def run_state(model_dir):
+    """NEW, INTERRUPTED, TRAINED or SCORED: how far the run in model_dir got
+    (its training log says whether its last training process ended)."""
+    if os.path.exists(os.path.join(model_dir, 'result.json')):
+        return SCORED
+    log = os.path.join(model_dir, 'model.npz.log.jsonl')
+    if not os.path.exists(log):
+        return NEW
+    events = [e['event'] for e in read_training_log(log)]
+    if 'start' not in events:
+        return NEW
+    last_start = len(events) - 1 - events[::-1].index('start')
+    return TRAINED if 'end' in events[last_start:] else INTERRUPTED
+
+
 def train_and_score(args):
     data = Data(args.data_dir)
     if args.dry_run:
         return dry_run(args, data)
     data.check()
+    state = run_state(args.model_dir)
+    if state == SCORED:
+        print('%s: already trained and scored (its result.json); nothing to do'
+              % args.model_dir)
+        return
+    if state == INTERRUPTED and '--reload' not in args.extra:
+        print('%s: an interrupted run: resuming it (--reload)' % args.model_dir)
+        args.extra = list(args.extra) + ['--reload']
     cmd = nmt_command(args, data, data.dictionary_sizes())
     if args.threads:
         for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
@@ -311,17 +350,24 @@ def train_and_score(args):
     if args.workers > 1:
         cmd, env = distributed.mpirun_command(args.workers, cmd)
     os.makedirs(args.model_dir, exist_ok=True)
-    write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
-    run(cmd, env=env)
+    commands = os.path.join(args.model_dir, 'command.txt')
+    if state == TRAINED:
+        print('%s: trained to its end; scoring its test sets' % args.model_dir)
+    else:   # one line a training process: the run's command, then its resumptions
+        previous = read_lines(commands) if state == INTERRUPTED and os.path.exists(
+            commands) else []
+        write_text(commands, ''.join(line + '\n' for line in previous + [_q(cmd)]))
+        run(cmd, env=env)
     trained = time.time()
     model = selected_model(args)
     tests = translate_and_score(args, data, model)
     events = read_training_log(model_path(args) + '.log.jsonl')
     updates, best_bleu, best_cost = validation_summary(events)
     parts = training_parts(events)
-    result = {'decoder': args.decoder, 'seed': args.seed, 'command': _q(cmd),
+    result = {'decoder': args.decoder, 'seed': args.seed,
+              'command': read_lines(commands)[0] if os.path.exists(commands) else _q(cmd),
               'commit': commit(), 'threads': args.threads, 'workers': args.workers,
-              'updates': updates,
+              'updates': updates, 'stop_reason': stop_reason(events),
               'train_wall_seconds': round(sum(p['seconds'] for p in parts), 1),
               'training_parts': parts,
               # training plus translating and scoring the test sets

@@ -124,81 +124,185 @@ def fake_run(runs, data, decoder, seed, hyps, valid_bleu):
     result = {'decoder': decoder, 'seed': seed, 'updates': 2000, 'test': tests,
               'best_valid_bleu': valid_bleu, 'best_valid_cost': 40., 'command': command}
     (folder / 'result.json').write_text(json.dumps(result))
-    events = [{'event': 'validation', 'uidx': u, 'epoch': 0, 'time': 0., 'cost': c}
-              for u, c in ((1000, 50.), (2000, 40.))]
-    events += [{'event': 'bleu', 'uidx': 1000, 'epoch': 0, 'time': 0., 'bleu': valid_bleu}]
+    events = [{'event': 'start', 'uidx': 0, 'epoch': 0, 'time': 0.}]
+    events += [{'event': 'validation', 'uidx': u, 'epoch': 0, 'time': 0., 'cost': c}
+               for u, c in ((1000, 50.), (2000, 40.))]
+    events += [{'event': 'bleu', 'uidx': 1000, 'epoch': 0, 'time': 0., 'bleu': valid_bleu},
+               {'event': 'stop', 'uidx': 2000, 'epoch': 0, 'time': 0.,
+                'reason': 'finish_after'}]
     (folder / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
 
 
 def gather_results(runs, data, out, *options):
     """evaluation/multi30k_results.py on the runs; its finished process."""
     proc = subprocess.run([sys.executable, os.path.join(ROOT, 'evaluation', 'multi30k_results.py'),
-                           str(runs), '--data', str(data), '--out', str(out)] + list(options),
+                           str(runs), '--data', str(data), '--out', str(out)] +
+                          [str(o) for o in options],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return proc
 
 
-def test_results_gathered(tmp_path):
-    data, runs, out = tmp_path / 'data', tmp_path / 'runs', tmp_path / 'out'
+def write_test_sets(data, refs, sources):
     data.mkdir()
-    refs = ['ein mann fährt rad', 'zwei hunde spielen im schnee', 'eine frau kocht',
-            'ein kind schläft']
-    sources = ['a man rides a bike', 'two dogs play in the snow', 'a woman cooks',
-               'a child sleeps']
     for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
         (data / (test_set + '.tok.de')).write_text('\n'.join(refs) + '\n')
         (data / (test_set + '.tok.en')).write_text('\n'.join(sources) + '\n')
-    worse = ['ein mann rad', 'zwei hunde im schnee', 'eine frau', 'ein kind']
+
+
+REFS = ['ein mann fährt rad', 'zwei hunde spielen im schnee', 'eine frau kocht',
+        'ein kind schläft']
+SOURCES = ['a man rides a bike', 'two dogs play in the snow', 'a woman cooks',
+           'a child sleeps']
+WORSE = ['ein mann rad', 'zwei hunde im schnee', 'eine frau', 'ein kind']
+PAGE = 'intro\n<!-- results: begin -->\nold\n<!-- results: end -->\nafter\n'
+README = 'top\n<!-- multi30k table: begin -->\nold\n<!-- multi30k table: end -->\nend\n'
+
+
+def gathered_study(tmp_path):
+    """Two seeds of the baseline and of the attentive decoder, an ensemble,
+    a Marian anchor and a run still training, gathered into out/ and the
+    page and README copies; (data, runs, out, page, readme, results)."""
+    data, runs, out = tmp_path / 'data', tmp_path / 'runs', tmp_path / 'out'
+    write_test_sets(data, REFS, SOURCES)
     for seed in (1, 2):
-        fake_run(runs, data, 'baseline', seed, worse, 30. + seed)
-        fake_run(runs, data, 'attentive', seed, refs, 34. + seed)
+        fake_run(runs, data, 'baseline', seed, WORSE, 30. + seed)
+        fake_run(runs, data, 'attentive', seed, REFS, 34. + seed)
+    ensemble, marian = runs / 'attentive-ensemble', runs / 'marian-dropout0.2-seed1'
+    for folder in (ensemble, marian):
+        folder.mkdir()
+        for test_set in TEST_SETS:
+            (folder / (test_set + '.hyp.tok')).write_text('\n'.join(REFS) + '\n')
+    (ensemble / 'result.json').write_text(json.dumps({
+        'decoder': 'attentive', 'ensemble': True, 'seeds': [1, 2], 'command': 'x',
+        'test': {s: {'bleu_tok_lc': 37.} for s in TEST_SETS}}))
+    (marian / 'result.json').write_text(json.dumps({
+        'system': 'marian', 'decoder': 'marian-amun', 'seed': 1, 'dropout_rnn': 0.2,
+        'version': 'v1.12', 'updates': 9000, 'stop_reason': 'early_stop',
+        'best_valid_bleu': 33., 'train_wall_seconds': 600., 'command': 'pymarian',
+        'test': {s: {'bleu_tok_lc': 33.} for s in TEST_SETS}}))
     (runs / 'mean-seed1').mkdir()        # still training: no result.json
-    proc = gather_results(runs, data, out, '--bootstrap', '200')
+    page, readme = tmp_path / 'page.md', tmp_path / 'README.md'
+    page.write_text(PAGE)
+    readme.write_text(README)
+    proc = gather_results(runs, data, out, '--bootstrap', '200', '--page', page,
+                          '--readme', readme)
     assert 'mean-seed1 has no result.json' in proc.stderr
-    results = json.loads((out / 'results.json').read_text())
-    assert [(r['decoder'], r['seed']) for r in results] == [
+    return data, runs, out, page, readme, json.loads((out / 'results.json').read_text())
+
+
+TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
+
+
+def table_rows(text):
+    """{first cell: the row's cells} of the first row of each name."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith('| '):
+            rows.setdefault(line.split(' | ')[0].lstrip('| '), line.rstrip(' |').split(' | '))
+    return rows
+
+
+def test_results_gathered(tmp_path):
+    data, runs, out, page, readme, results = gathered_study(tmp_path)
+    assert [(r['decoder'], r['seed']) for r in results['runs']] == [
         ('baseline', 1), ('baseline', 2), ('attentive', 1), ('attentive', 2)]
-    assert results[3]['command'] == (
+    assert results['runs'][3]['command'] == (
         '.venv/bin/python nmt.py --model runs/multi30k/attentive-seed2/model.npz '
         '--datasets data/multi30k/train.bpe.en data/multi30k/train.bpe.de')
+    assert [e['seeds'] for e in results['ensembles']] == [[1, 2]]
+    # the ensemble against its seeds' mean (35, 36 on test2016)
+    assert results['ensembles'][0]['gain_over_seeds'] == pytest.approx(1.5)
+    assert [a['name'] for a in results['anchors']] == ['marian-dropout0.2-seed1']
     assert (out / 'logs' / 'attentive-seed2.log.jsonl').exists()
     assert (out / 'validation.png').stat().st_size > 0
-    rows = {line.split(' | ')[0].lstrip('| '): line for line in
-            (out / 'results.md').read_text().splitlines()[2:]}
-    assert '31.50 ± 0.71' in rows['baseline'] and '35.50 ± 0.71' in rows['attentive']
-    bootstrap, welch = rows['attentive'].rstrip(' |').split(' | ')[-2:]
-    assert bootstrap.endswith(' (seeds 1, 2)')
-    p_values = bootstrap[:-len(' (seeds 1, 2)')].split(', ') + welch.split(', ')
-    # Welch over the seeds: BLEU 31, 32 against 35, 36 (t 5.66, 2 degrees of freedom)
-    assert welch.split(', ') == ['0.030'] * 3
-    assert len(p_values) == 6 and all(0. <= float(p) < 0.05 for p in p_values)
-    # test2016 by source length: all 4 sentences have 1-10 words; BLEU over
-    # seeds 1 and 2 pooled
-    cells = rows['1-10'].rstrip(' |').split(' | ')
-    assert cells[1] == '4' and float(cells[2]) < 100. and cells[3] == '100.00'
     assert (out / 'by_length.png').stat().st_size > 0
+    [decoder] = [d for d in results['decoders'] if d['decoder'] == 'baseline']
+    assert decoder['test']['test_2016_flickr']['mean'] == pytest.approx(31.5)
+    comparison = results['comparisons'][0]
+    assert (comparison['decoder'], comparison['test_set']) == ('attentive', 'test_2016_flickr')
+    # Welch over the seeds: BLEU 31, 32 against 35, 36 (t 5.66, 2 degrees of freedom)
+    assert comparison['welch']['p'] == pytest.approx(0.0299, abs=1e-4)
+    assert comparison['welch']['difference'] == pytest.approx(4.)
+    assert comparison['welch']['p_holm'] == pytest.approx(3 * 0.0299, abs=3e-4)
+    assert comparison['bootstrap']['seeds'] == [1, 2]
+    # the references against worse lines: never behind in a resample
+    assert comparison['bootstrap']['difference'] > 0 and comparison['bootstrap']['low'] >= 0
+    assert comparison['reading'].endswith('ahead of the baseline')
+    # the page's and the README's tables, between their markers
+    text = page.read_text()
+    assert text.startswith('intro\n<!-- results: begin -->\n') and text.endswith(
+        '<!-- results: end -->\nafter\n') and 'old' not in text
+    rows = table_rows(text)
+    assert rows['baseline'][1:4] == ['1, 2', '2 / 0', '31.50 ± 0.71']
+    assert rows['ensemble'] and 'signature `nrefs:1|case:lc' in text
+    readme_rows = table_rows(readme.read_text())
+    assert readme_rows['attentive residual (2 seeds)'][1] == '35.50 ± 0.71'
+    assert readme_rows['attentive residual - baseline, 95% CI'][1].startswith('+4.00 [')
+    assert not (out / 'results.md').exists()
+    # by length: all 4 sentences have 1-10 words; seeds 1 and 2 pooled
+    bucket = results['by_length']['buckets'][0]
+    assert (bucket['bucket'], bucket['sentences']) == ('1-10', 4)
+    assert bucket['bleu']['attentive'] == pytest.approx(100.)
 
-    # on a machine without two of the runs' folders they are read from out
-    table = (out / 'results.md').read_text()
+
+def test_results_gathered_again_without_the_run_folders(tmp_path):
+    """On a machine without some steps' folders they are read from out: the
+    same results and page."""
+    data, runs, out, page, readme, results = gathered_study(tmp_path)
+    text = page.read_text()
     shutil.rmtree(runs / 'baseline-seed2')
     shutil.rmtree(runs / 'attentive-seed1')
-    proc = gather_results(runs, data, out, '--bootstrap', '200')
+    shutil.rmtree(runs / 'attentive-ensemble')
+    gather_results(runs, data, out, '--bootstrap', '200', '--page', page, '--readme', readme)
     assert json.loads((out / 'results.json').read_text()) == results
-    assert (out / 'results.md').read_text() == table
+    assert page.read_text() == text
     assert (out / 'translations' / 'baseline-seed2' / 'test_2017_mscoco.hyp.tok').read_text() \
-        == '\n'.join(worse) + '\n'
+        == '\n'.join(WORSE) + '\n'
+
+
+def test_faulty_inputs_of_the_gathering_write_nothing(tmp_path):
+    """A kept translation with lines missing, an empty training log, a page
+    without its markers: one error line naming the file, exit 1, and
+    results.json, the page and the README as they were."""
+    data, runs, out, page, readme, results = gathered_study(tmp_path)
+    before = {p: p.read_bytes() for p in (out / 'results.json', page, readme)}
+    hyp = runs / 'attentive-seed2' / 'test_2017_flickr.hyp.tok'
+    hyp.write_text('\n'.join(REFS[:2]) + '\n')
+    command = [sys.executable, os.path.join(ROOT, 'evaluation', 'multi30k_results.py'),
+               str(runs), '--data', str(data), '--out', str(out), '--page', str(page),
+               '--readme', str(readme)]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    error_line(proc, '%s: 2 lines, but' % hyp)
+    hyp.write_text('\n'.join(REFS) + '\n')
+    (runs / 'baseline-seed1' / 'model.npz.log.jsonl').write_text('')
+    proc = subprocess.run(command, capture_output=True, text=True)
+    error_line(proc, 'baseline-seed1/model.npz.log.jsonl: a training log without its start')
+    fake_run(runs, data, 'baseline', 3, WORSE, 30.)
+    shutil.rmtree(runs / 'baseline-seed1')
+    page.write_text('no markers\n')
+    proc = subprocess.run(command, capture_output=True, text=True)
+    error_line(proc, 'page.md: needs the lines <!-- results: begin -->')
+    for path, data_ in before.items():
+        if path != page:
+            assert path.read_bytes() == data_, path
+
+
+def test_logs_keep_no_absolute_path_of_the_machine():
+    from evaluation.multi30k_results import relative_paths
+    text = ('{"message": "asked to stop (/work/runs/multi30k/a-seed3/model.npz.stop)", '
+            '"data": "/home/me/x/data/multi30k/val.tok.de", "path": "runs/multi30k/a"}')
+    assert relative_paths(text) == (
+        '{"message": "asked to stop (runs/multi30k/a-seed3/model.npz.stop)", '
+        '"data": "data/multi30k/val.tok.de", "path": "runs/multi30k/a"}')
 
 
 def test_results_gathered_at_a_budget(tmp_path):
     """--at 1000: each run's at-1000/ result and translations, its training
     log (from the run's folder) and validation curves up to update 1000."""
     data, runs, out = tmp_path / 'data', tmp_path / 'runs', tmp_path / 'out'
-    data.mkdir()
     refs = ['ein mann fährt rad', 'zwei hunde spielen im schnee']
-    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
-        (data / (test_set + '.tok.de')).write_text('\n'.join(refs) + '\n')
-        (data / (test_set + '.tok.en')).write_text('a man rides a bike\ntwo dogs play\n')
+    write_test_sets(data, refs, ['a man rides a bike', 'two dogs play'])
     for decoder, bleu in (('baseline', 30.), ('mean', 32.)):
         fake_run(runs, data, decoder, 1, refs, bleu)
         folder = runs / ('%s-seed1' % decoder)
@@ -206,7 +310,7 @@ def test_results_gathered_at_a_budget(tmp_path):
         result = json.loads((folder / 'result.json').read_text())
         result.update(budget=1000, updates=1000, best_valid_bleu=bleu - 10)
         (folder / 'at-1000' / 'result.json').write_text(json.dumps(result))
-        for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        for test_set in TEST_SETS:
             shutil.copy(folder / (test_set + '.hyp.tok'), folder / 'at-1000')
     fake_run(runs, data, 'attentive', 1, refs, 33.)  # ended at 2000, not scored at 1000
     # a run that ended by update 1000 is its own result at 1000
@@ -215,13 +319,12 @@ def test_results_gathered_at_a_budget(tmp_path):
     (runs / 'memory-seed1' / 'result.json').write_text(json.dumps(dict(result, updates=900)))
     proc = gather_results(runs, data, out, '--bootstrap', '0', '--at', '1000')
     assert 'attentive-seed1/at-1000 has no result.json' in proc.stderr
-    results = json.loads((out / 'results.json').read_text())
+    results = json.loads((out / 'results.json').read_text())['runs']
     assert [(r['decoder'], r['updates'], r['best_valid_bleu']) for r in results] == [
         ('baseline', 1000, 20.), ('mean', 1000, 22.), ('memory', 900, 31.)]
     # one seed a decoder: its figures without a spread (not '± 0.00')
-    rows = {line.split(' | ')[0].lstrip('| '): line for line in
-            (out / 'results.md').read_text().splitlines()[2:]}
-    assert ' | 22.00 | ' in rows['mean'] and '±' not in rows['mean']
+    rows = table_rows((out / 'results.md').read_text())
+    assert rows['mean residual'][3] == '22.00' and '±' not in ' '.join(rows['mean residual'])
     assert (out / 'logs' / 'mean-seed1.log.jsonl').exists()
     assert (out / 'validation.png').stat().st_size > 0
 
@@ -251,8 +354,73 @@ def test_the_command_of_a_run_as_workers_keeps_its_launcher():
         '--datasets data/multi30k/train.bpe.en --reload')
 
 
-def test_the_pooled_seeds_are_named_in_the_singular_or_plural():
-    from evaluation import multi30k_results
-    assert multi30k_results.p_cell([0.0151, None], [3]) == '0.015, – (seed 3)'
-    assert multi30k_results.p_cell([0.2], [1, 2]) == '0.200 (seeds 1, 2)'
-    assert multi30k_results.p_cell([0.2]) == '0.200'
+STUDY = os.path.join(ROOT, 'pipeline', 'multi30k_study.py')
+
+
+def study(*args, cwd):
+    return subprocess.run([sys.executable, STUDY] + [str(a) for a in args], cwd=cwd,
+                          capture_output=True, text=True, timeout=1800,
+                          env=dict(QUICK_ENV, PYTHON=sys.executable, OMP_NUM_THREADS='1',
+                                   OPENBLAS_NUM_THREADS='1'))
+
+
+def wait_for_update(log, process, seconds=600):
+    import time
+    deadline = time.time() + seconds
+    while time.time() < deadline and process.poll() is None:
+        if os.path.exists(log) and '"event": "update"' in open(log).read():
+            return
+        time.sleep(0.2)
+    raise AssertionError('no update in %s' % log)
+
+
+@pytest.mark.slow
+def test_the_study_in_one_command(prepared, tmp_path):
+    """pipeline/multi30k_study.py: the plan of a dry run; a run interrupted by
+    SIGTERM is resumed, not restarted; every run scored, each decoder's seeds
+    as an ensemble, the results page and README made; run again, nothing is
+    trained and the page is the same."""
+    import signal
+    runs, out = tmp_path / 'runs', tmp_path / 'out'
+    page, readme = tmp_path / 'page.md', tmp_path / 'README.md'
+    page.write_text(PAGE)
+    readme.write_text(README)
+    common = ['--tiny', '--workers', 1, '--decoders', 'baseline,attentive', '--seeds', '1-2',
+              '--runs', runs, '--out', out, '--page', page, '--readme', readme, '--no-marian']
+    proc = study(prepared, '--dry-run', '--no-estimate', *common, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    planned = [line.split()[:3] for line in proc.stdout.splitlines() if not line.startswith(
+        (' ', 'then'))]
+    assert planned == [['baseline', 'seed', '1'], ['attentive', 'seed', '1'],
+                       ['baseline', 'seed', '2'], ['attentive', 'seed', '2'],
+                       ['baseline', 'ensemble', 'of'], ['attentive', 'ensemble', 'of']]
+    assert proc.stdout.count('to do') == 6 and 'multi30k_results.py' in proc.stdout
+    # baseline seed 1 killed during its training
+    folder = runs / 'baseline-seed1'
+    first = subprocess.Popen(['bash', SCRIPT, '--tiny', 'baseline', '1', str(prepared),
+                              str(folder), '--', '--finish_after', '100000', '--dispFreq', '1'],
+                             cwd=tmp_path, env=dict(QUICK_ENV, PYTHON=sys.executable),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    wait_for_update(str(folder / 'model.npz.log.jsonl'), first)
+    os.killpg(first.pid, signal.SIGTERM)
+    first.wait(timeout=120)
+    proc = study(prepared, '--dry-run', '--no-estimate', *common, cwd=tmp_path)
+    assert 'baseline seed 1' in proc.stdout and ' resume ' in proc.stdout
+    proc = study(prepared, *common, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = log_events(str(folder / 'model.npz.log.jsonl'))
+    assert [e['event'] for e in events].count('start') == 2      # resumed, not restarted
+    results = json.loads((out / 'results.json').read_text())
+    assert [(r['decoder'], r['seed']) for r in results['runs']] == [
+        ('baseline', 1), ('baseline', 2), ('attentive', 1), ('attentive', 2)]
+    assert [(e['decoder'], e['seeds']) for e in results['ensembles']] == [
+        ('baseline', [1, 2]), ('attentive', [1, 2])]
+    for name in ('attentive-seed2', 'attentive-ensemble'):
+        assert (out / 'translations' / name / 'test_2016_flickr.hyp.tok').exists()
+    assert '| baseline (2 seeds) |' in readme.read_text()
+    text = page.read_text()
+    # again: everything is done; nothing trained, the same page
+    proc = study(prepared, *common, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'study:' not in proc.stderr and page.read_text() == text

@@ -1,0 +1,194 @@
+"""The tables and sentences of a study of decoders over seeds, from its
+gathered figures (evaluation/multi30k_results.py computes them): what the
+results page and the README show, and nothing they compute themselves.
+
+Every figure comes from the ``figures`` dict that results.json holds
+(``runs``, ``decoders``, ``comparisons``, ``ensembles``, ``anchors``,
+``by_length``, ``settings``), so a page made again from results.json is the
+same page (tests/test_multi30k_run.py checks the README's table so).
+"""
+NAMES = {'baseline': 'baseline', 'mean': 'mean residual', 'attentive': 'attentive residual'}
+BASELINE = 'baseline'
+
+
+def name(decoder):
+    return NAMES.get(decoder, decoder)
+
+
+def row(cells):
+    return '| ' + ' | '.join(cells) + ' |'
+
+
+def table(head, rows):
+    return [row(head), '|' + '---|' * len(head)] + [row(r) for r in rows]
+
+
+def mean_sd(stats):
+    """'37.77 ± 0.13', or the one value of a single seed, or '–'."""
+    if not stats or stats.get('mean') is None:
+        return '–'
+    if stats.get('sd') is None:
+        return '%.2f' % stats['mean']
+    return '%.2f ± %.2f' % (stats['mean'], stats['sd'])
+
+
+def interval(low, high):
+    return '[%+.2f, %+.2f]' % (low, high)
+
+
+def difference(d):
+    """'-0.06 [-2.31, +2.10]'."""
+    return '%+.2f %s' % (d['difference'], interval(d['low'], d['high']))
+
+
+def p_text(p):
+    if p is None:
+        return '–'
+    return '< 0.001' if p < 0.001 else '%.3f' % p
+
+
+def short_names(figures):
+    return figures['settings']['short_names']
+
+
+def test_sets(figures):
+    return figures['settings']['test_sets']
+
+
+# --------------------------------------------------------------------------
+
+def decoders_table(figures):
+    """Per decoder: seeds, how they stopped, validation BLEU and each test
+    set's tokenised BLEU (mean ± sd over the seeds)."""
+    sets = test_sets(figures)
+    head = ['decoder', 'seeds', 'stopped by budget / patience', 'valid BLEU'] + [
+        short_names(figures)[s] for s in sets]
+    rows = []
+    for d in figures['decoders']:
+        rows.append([name(d['decoder']), ', '.join(map(str, d['seeds'])),
+                     '%d / %d' % (d['stopped']['budget'], d['stopped']['patience']),
+                     mean_sd(d['valid_bleu'])] + [mean_sd(d['test'][s]) for s in sets])
+    return table(head, rows)
+
+
+def comparisons_table(figures):
+    head = ['decoder - baseline', 'test set', 'over the seeds: difference [95% CI]',
+            "Welch's p (Holm)", 'over the sentences, seeds pooled: difference [95% CI]',
+            'bootstrap p (Holm)', 'what the seeds\' interval says']
+    rows = []
+    for c in figures['comparisons']:
+        w, b = c.get('welch'), c.get('bootstrap')
+        rows.append([name(c['decoder']), short_names(figures)[c['test_set']],
+                     difference(w) if w else '–',
+                     '%s (%s)' % (p_text(w['p']), p_text(w['p_holm'])) if w else '–',
+                     ('%s, seeds %s / %s' % (difference(b), ','.join(map(str, b['baseline_seeds'])),
+                                             ','.join(map(str, b['seeds'])))) if b else '–',
+                     '%s (%s)' % (p_text(b['p']), p_text(b['p_holm'])) if b else '–',
+                     c['reading']])
+    return table(head, rows)
+
+
+def runs_table(figures):
+    sets = test_sets(figures)
+    head = ['run', 'updates', 'stopped by', 'best valid BLEU'] + [
+        '%s tok / sacre' % short_names(figures)[s] for s in sets] + ['training (min)']
+    rows = []
+    for r in figures['runs']:
+        rows.append(['%s seed %d' % (name(r['decoder']), r['seed']), str(r['updates']),
+                     r.get('stop_reason') or '–', '%.2f' % r['best_valid_bleu']] + [
+            '%.2f / %s' % (r['test'][s]['bleu_tok_lc'],
+                           '%.2f' % r['test'][s]['sacrebleu_lc']
+                           if r['test'][s].get('sacrebleu_lc') is not None else '–')
+            for s in sets] + ['%.0f' % (r['train_wall_seconds'] / 60.)
+                              if r.get('train_wall_seconds') else '–'])
+    return table(head, rows)
+
+
+def ensembles_table(figures):
+    sets = test_sets(figures)
+    head = ['ensemble', 'seeds'] + [short_names(figures)[s] for s in sets] + [
+        'gain over its seeds\' mean (%s)' % short_names(figures)[sets[0]]]
+    rows = []
+    for e in figures['ensembles']:
+        rows.append([name(e['decoder']), ', '.join(map(str, e['seeds']))] + [
+            '%.2f' % e['test'][s]['bleu_tok_lc'] for s in sets] + [
+            '%+.2f' % e['gain_over_seeds'] if e.get('gain_over_seeds') is not None else '–'])
+    return table(head, rows)
+
+
+def anchors_table(figures):
+    sets = test_sets(figures)
+    head = ['system', 'updates (stopped by)', 'best valid BLEU'] + [
+        short_names(figures)[s] for s in sets] + ['training (min)']
+    rows = []
+    for a in figures['anchors']:
+        rows.append(['%s, dropout %g' % (a.get('version') or 'Marian', a.get('dropout_rnn', 0)),
+                     '%d (%s)' % (a['updates'], a.get('stop_reason', '–')),
+                     '%.2f' % a['best_valid_bleu'] if a.get('best_valid_bleu') else '–'] + [
+            '%.2f' % a['test'][s]['bleu_tok_lc'] for s in sets] + [
+            '%.0f' % (a['train_wall_seconds'] / 60.)])
+    return table(head, rows)
+
+
+def by_length_table(figures):
+    lengths = figures.get('by_length')
+    if not lengths:
+        return []
+    decoders = lengths['decoders']
+    head = ['source words', 'sentences'] + [name(d) for d in decoders] + [
+        '%s - baseline [95%% CI]' % name(d) for d in decoders if d != BASELINE]
+    rows = []
+    for b in lengths['buckets']:
+        rows.append([b['bucket'], str(b['sentences'])] + ['%.2f' % b['bleu'][d] for d in decoders]
+                    + [difference(b['difference'][d]) for d in decoders if d != BASELINE])
+    return table(head, rows)
+
+
+def page_block(figures):
+    """The results page's generated part (markdown lines)."""
+    s = figures['settings']
+    lines = ['Tokenised lowercased BLEU (multi-bleu.perl\'s arithmetic); mean ± standard '
+             'deviation over the seeds; each run the model of its best validation BLEU, '
+             'beam %d, length-normalised.' % s['test_beam'], ''] + decoders_table(figures)
+    lines += ['', '**Against the baseline.** Over the seeds: the difference of the mean BLEU '
+              "and its 95%% interval by Welch's t (the seeds as the sample). Over the "
+              'sentences: the paired bootstrap of the pooled BLEU (%d resamples of the test '
+              'set\'s sentences, each with its translations by every seed: the seeds whose '
+              'translations are kept). Holm\'s correction over the %d comparisons in '
+              'brackets. The papers\' gains (AAAI Table 1, attentive: %s; mean: %s) are '
+              'read against the seeds\' interval.'
+              % (s['bootstrap_samples'], len(figures['comparisons']),
+                 s['papers_gains']['attentive'], s['papers_gains']['mean']), '']
+    lines += comparisons_table(figures)
+    if figures['ensembles']:
+        lines += ['', '**Ensembles** of each decoder\'s seeds (translate.py --ensemble, '
+                  'beam %d):' % s['test_beam'], ''] + ensembles_table(figures)
+    if figures['anchors']:
+        lines += ['', '**Marian** 1.12 `--type amun` on the same files and settings, '
+                  'scored alike ([anchors](#anchors)):', ''] + anchors_table(figures)
+    if figures.get('by_length'):
+        lines += ['', '**%s by source length** over the seeds whose translations are kept '
+                  '(%s; sentences: of the test set; the intervals by the paired bootstrap):'
+                  % (short_names(figures)[figures['by_length']['test_set']],
+                     figures['by_length']['pool']), ''] + by_length_table(figures)
+    lines += ['', '**Every run:**', ''] + runs_table(figures)
+    lines += ['', 'sacreBLEU (the second figure of each run): detokenised output against the '
+              'raw reference, signature `%s`.' % s['sacrebleu_signature']]
+    return lines
+
+
+def readme_block(figures):
+    """The README's short table: each decoder's test BLEU, then each residual
+    decoder's difference to the baseline with its 95% interval."""
+    sets = test_sets(figures)
+    head = ['Multi30k en-de, BLEU'] + [short_names(figures)[s] for s in sets]
+    rows = [['%s (%d seeds)' % (name(d['decoder']), len(d['seeds']))] +
+            [mean_sd(d['test'][s]) for s in sets] for d in figures['decoders']]
+    by_pair = {(c['decoder'], c['test_set']): c for c in figures['comparisons']}
+    for d in figures['decoders']:
+        if d['decoder'] == BASELINE:
+            continue
+        rows.append(['%s - baseline, 95%% CI' % name(d['decoder'])] + [
+            difference(by_pair[(d['decoder'], s)]['welch'])
+            if by_pair.get((d['decoder'], s), {}).get('welch') else '–' for s in sets])
+    return table(head, rows)

@@ -1,0 +1,338 @@
+"""The Multi30k table in one command: every decoder with every seed trained
+and scored by train_multi30k.sh (its settings, its budget: 22,000 updates or
+BLEU patience, whichever comes first), each decoder's seeds as one ensemble,
+the like-for-like Marian anchors, then everything gathered into the results
+page (evaluation/multi30k_results.py).
+
+    .venv/bin/python pipeline/multi30k_study.py DATA_DIR [--dry-run]
+        [--decoders baseline,mean,attentive] [--seeds 1-5] [--workers 2]
+        [--runs runs/multi30k] [--out docs/multi30k] [--no-ensembles] [--no-marian]
+
+Each step looks at its folder first: a run with its result.json is done and
+skipped; a run stopped before its end (a kill, a reboot) is resumed
+(``--reload``, train_multi30k.sh finds it); a run trained to its end but not
+scored is scored.  So the command can be run again after any interruption
+and continues where it was.  An ensemble is made again only when its seeds
+changed.  ``--dry-run`` prints every step, its state and its command, and
+the estimated time of what is left on this machine: from the runs finished
+here when there are some, otherwise from a timing of 60 updates here scaled
+by the committed runs' validation and test times (docs/multi30k.md).
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+if __name__ == '__main__':  # run as a file: import from the project root, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from machinery import cli
+from machinery.model_io import load_json
+from machinery.text_io import InputError
+from machinery.training_log import read_training_log
+from pipeline import train_multi30k as m30k
+from pipeline.train_pair import ROOT, _q, run
+
+DECODERS = ('baseline', 'mean', 'attentive')
+SEEDS = (1, 2, 3, 4, 5)
+WORKERS = 2          # the table's runs: two MPI workers (the dropout noise is a worker's own)
+MARIAN_DROPOUTS = (0.2, 0.)
+CALIBRATION_UPDATES = 60
+COMMITTED = os.path.join(ROOT, 'docs', 'multi30k', 'results.json')
+
+
+class Step(object):
+    """One step of the study: its kind ('run', 'ensemble', 'marian'), name,
+    folder, state ('to do', 'resume', 'score', 'done') and command."""
+
+    def __init__(self, kind, name, folder, state, command, **info):
+        self.kind, self.name, self.folder, self.state = kind, name, folder, state
+        self.command, self.info = command, info
+
+
+def script(name):
+    return os.path.join(ROOT, name)
+
+
+def run_steps(args):
+    states = {m30k.NEW: 'to do', m30k.INTERRUPTED: 'resume', m30k.TRAINED: 'score',
+              m30k.SCORED: 'done'}
+    steps = []
+    for seed in args.seeds:            # seed by seed: an early stop leaves whole seeds
+        for decoder in args.decoders:
+            folder = os.path.join(args.runs, '%s-seed%d' % (decoder, seed))
+            command = [script('train_multi30k.sh'), '--workers', str(args.workers)] + (
+                ['--tiny'] if args.tiny else []) + [decoder, str(seed), args.data_dir, folder]
+            steps.append(Step('run', '%s seed %d' % (decoder, seed), folder,
+                              states[m30k.run_state(folder)], command, decoder=decoder,
+                              seed=seed))
+    return steps
+
+
+def ensemble_steps(args, runs):
+    """One ensemble a decoder, of the seeds of this plan's runs."""
+    steps = []
+    for decoder in args.decoders:
+        seeds = [r.info['seed'] for r in runs if r.info['decoder'] == decoder]
+        folder = os.path.join(args.runs, '%s-ensemble' % decoder)
+        result = os.path.join(folder, 'result.json')
+        done = os.path.exists(result) and load_json(result).get('seeds') == seeds
+        models = [m30k.model_path(Folder(r.folder), '.best_bleu') for r in runs
+                  if r.info['decoder'] == decoder]
+        command = m30k.translate_command(Folder(folder, args.tiny), m30k.Data(args.data_dir),
+                                         models[0], models[1:])
+        steps.append(Step('ensemble', '%s ensemble of seeds %s' % (
+            decoder, ', '.join(map(str, seeds))), folder, 'done' if done else 'to do',
+            command, decoder=decoder, seeds=seeds, models=models))
+    return steps
+
+
+class Folder(object):
+    """What train_multi30k's helpers read of their arguments: the folder."""
+
+    def __init__(self, model_dir, tiny=False):
+        self.model_dir, self.tiny = model_dir, tiny
+
+
+def score_ensemble(args, step):
+    """The ensemble's translations of the test sets and their scores, into
+    its folder's result.json."""
+    import time
+    from machinery.model_io import write_json
+    missing = [m for m in step.info['models'] if not os.path.exists(m)]
+    if missing:
+        raise InputError('%s: no such model: the ensemble of %s needs every seed\'s run '
+                         '(--seeds names the ones to use)' % (missing[0], step.name))
+    os.makedirs(step.folder, exist_ok=True)
+    started = time.time()
+    tests = m30k.translate_and_score(Folder(step.folder, args.tiny), m30k.Data(args.data_dir),
+                                     step.info['models'][0], step.info['models'][1:])
+    write_json(os.path.join(step.folder, 'result.json'), {
+        'decoder': step.info['decoder'], 'ensemble': True, 'seeds': step.info['seeds'],
+        'command': _q(step.command), 'commit': m30k.commit(),
+        'total_wall_seconds': round(time.time() - started, 1),
+        'test_beam': m30k.TINY_TEST_BEAM if args.tiny else m30k.TEST_BEAM, 'test': tests},
+        indent=2)
+
+
+def marian_steps(args):
+    steps = []
+    for dropout in MARIAN_DROPOUTS:
+        folder = os.path.join(args.runs, 'marian-dropout%g-seed1' % dropout)
+        command = [sys.executable, script('pipeline/marian_multi30k.py'), 'train',
+                   args.data_dir, folder, '--dropout', str(dropout), '--threads',
+                   str(args.workers)]
+        done = os.path.exists(os.path.join(folder, 'result.json'))
+        steps.append(Step('marian', 'Marian amun, dropout %g' % dropout, folder,
+                          'done' if done else 'to do', command, dropout=dropout))
+    return steps
+
+
+def gather_command(args):
+    return [sys.executable, script('evaluation/multi30k_results.py'), args.runs, '--data',
+            args.data_dir, '--out', args.out] + (
+        ['--page', args.page, '--readme', args.readme] if args.page else [])
+
+
+def plan(args):
+    runs = run_steps(args)
+    steps = list(runs)
+    if args.ensembles:
+        steps += ensemble_steps(args, runs)
+    if args.marian:
+        steps += marian_steps(args)
+    return steps
+
+
+# --------------------------------------------------------------------------
+# the estimate
+
+def finished_here(runs_dir, cpu):
+    """result.json of the runs in runs_dir finished on a CPU of this model."""
+    out = []
+    for step_dir in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+        folder = os.path.join(runs_dir, step_dir)
+        result, log = (os.path.join(folder, 'result.json'),
+                       os.path.join(folder, 'model.npz.log.jsonl'))
+        if not (os.path.exists(result) and os.path.exists(log)):
+            continue
+        starts = [e for e in read_training_log(log) if e['event'] == 'start']
+        if starts and starts[0].get('machine', {}).get('cpu') == cpu:
+            out.append(load_json(result))
+    return out
+
+
+def committed_costs():
+    """From the committed runs (another machine): (their updates a second
+    while updating, the share of their training time in validations, their
+    seconds of test translation)."""
+    if not os.path.exists(COMMITTED):
+        raise InputError('%s: no committed runs to scale the estimate by' % COMMITTED)
+    ups, shares, tests = [], [], []
+    logs = os.path.dirname(COMMITTED)
+    for result in load_json(COMMITTED)['runs']:
+        events = read_training_log(os.path.join(logs, result['log']))
+        rates = [e['updates_per_second'] for e in events if e['event'] == 'update'
+                 and 'recent_updates_per_second' not in e] + [
+            e['recent_updates_per_second'] for e in events if 'recent_updates_per_second' in e]
+        if not rates or 'total_wall_seconds' not in result:
+            continue
+        ups.append(statistics.median(rates))
+        updating = result['updates'] / ups[-1]
+        shares.append(max(0., 1. - updating / result['train_wall_seconds']))
+        tests.append(result['total_wall_seconds'] - result['train_wall_seconds'])
+    return statistics.median(ups), statistics.median(shares), statistics.median(tests)
+
+
+def calibrate(args):
+    """Updates a second of the baseline here (CALIBRATION_UPDATES updates of
+    the table's settings, as args.workers workers), with the start-up."""
+    folder = tempfile.mkdtemp(prefix='calibration-', dir=args.runs if os.path.isdir(
+        args.runs) else None)
+    command = [script('train_multi30k.sh'), '--workers', str(args.workers), 'baseline', '1',
+               args.data_dir, folder, '--', '--finish_after', str(CALIBRATION_UPDATES),
+               '--dispFreq', '20', '--validFreq', '100000', '--bleu_valid_freq', '100000',
+               '--saveFreq', '100000']
+    print('estimate: timing %d updates here (%s)' % (CALIBRATION_UPDATES, _q(command)),
+          file=sys.stderr)
+    import shutil
+    import subprocess
+    try:
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = os.path.join(folder, 'model.npz.log.jsonl')
+        events = read_training_log(log) if os.path.exists(log) else []
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    rates = [e.get('recent_updates_per_second', e.get('updates_per_second'))
+             for e in events if e['event'] == 'update']
+    if not rates:
+        raise InputError('the timing run trained no update (run it by hand: %s)'
+                         % _q(command))
+    return rates[-1]
+
+
+def seconds_per_run(args):
+    """(estimated seconds of one run here, how it was estimated)."""
+    from machinery.machine import cpu_model
+    here = [r['total_wall_seconds'] for r in finished_here(args.runs, cpu_model())
+            if 'total_wall_seconds' in r]
+    if here:
+        return statistics.median(here), 'the median of %d runs finished here' % len(here)
+    ups_there, valid_share, test_seconds = committed_costs()
+    ups = calibrate(args)
+    updating = m30k.UPDATE_BUDGET / ups
+    seconds = updating / (1. - valid_share) + test_seconds * ups_there / ups
+    return seconds, ('%.2f updates/s timed here (the committed runs: %.2f), their '
+                     'validations and test translation scaled alike' % (ups, ups_there))
+
+
+def hours(seconds):
+    return '%.1f h' % (seconds / 3600.)
+
+
+def estimate(args, steps):
+    per_run, how = seconds_per_run(args)
+    test_seconds = committed_costs()[2]
+    total = 0.
+    for step in steps:
+        if step.state == 'done':
+            continue
+        if step.kind == 'run':
+            total += per_run if step.state == 'to do' else per_run / 2
+        elif step.kind == 'ensemble':
+            total += test_seconds * len(step.info['seeds']) * 2
+        else:
+            total += per_run
+    print('estimated time of what is left on this machine: %s (a run: %s, from %s; '
+          'an ensemble of k seeds: about k times a run\'s test translation; a Marian '
+          'run: about as long as one of ours, not measured here)'
+          % (hours(total), hours(per_run), how))
+
+
+# --------------------------------------------------------------------------
+
+def dry_run(args):
+    steps = plan(args)
+    for step in steps:
+        print('%-36s %-6s %s' % (step.name, step.state, step.folder))
+        if step.state != 'done':
+            print('    ' + _q(step.command))
+    print('then: ' + _q(gather_command(args)))
+    if args.estimate:
+        estimate(args, steps)
+
+
+def execute(args):
+    runs = run_steps(args)
+    for step in runs:
+        if step.state != 'done':
+            print('study: %s (%s)' % (step.name, step.state), file=sys.stderr)
+            run(step.command)
+    if args.ensembles:
+        for step in ensemble_steps(args, run_steps(args)):
+            if step.state != 'done':
+                print('study: %s' % step.name, file=sys.stderr)
+                score_ensemble(args, step)
+    if args.marian:
+        for step in marian_steps(args):
+            if step.state != 'done':
+                run(step.command)
+    run(gather_command(args))
+
+
+def seed_list(text):
+    """'1-5' or '1,2,4' -> [1, 2, ...]."""
+    seeds = []
+    for part in text.split(','):
+        lo, _, hi = part.partition('-')
+        try:
+            seeds += list(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise argparse.ArgumentTypeError('seeds are numbers and ranges, e.g. 1-5 or 1,3,5; '
+                                        'not %r' % text)
+    return seeds
+
+
+def parse_args(argv):
+    p = cli.ArgumentParser(description=__doc__.split('\n\n')[0].replace('\n', ' '))
+    p.add_argument('data_dir', metavar='DATA_DIR',
+                   help='the output of pipeline/multi30k.py prepare (e.g. data/multi30k)')
+    p.add_argument('--dry-run', action='store_true',
+                   help='print every step, its state, its command and the estimated time; '
+                   'train nothing')
+    p.add_argument('--no-estimate', dest='estimate', action='store_false',
+                   help='with --dry-run: no estimate (it times %d updates when no run has '
+                   'finished here)' % CALIBRATION_UPDATES)
+    p.add_argument('--decoders', type=lambda t: t.split(','), default=list(DECODERS),
+                   help='the decoders, comma-separated (default: %s)' % ','.join(DECODERS))
+    p.add_argument('--seeds', type=seed_list, default=list(SEEDS),
+                   help='the seeds: 1-5 or 1,3,5 (default: 1-5)')
+    p.add_argument('--workers', type=cli.positive_int, default=WORKERS,
+                   help='MPI workers of each run (default %d, as the table\'s runs: the '
+                   'numbers depend on it)' % WORKERS)
+    p.add_argument('--runs', default=os.path.join('runs', 'multi30k'),
+                   help='the runs\' folders (default: runs/multi30k)')
+    p.add_argument('--out', default=os.path.join('docs', 'multi30k'),
+                   help='where the gathered results go (default: docs/multi30k)')
+    p.add_argument('--page', default=os.path.join('docs', 'multi30k.md'),
+                   help='the results page whose tables the gathering rewrites '
+                   '(default: docs/multi30k.md; "" for none)')
+    p.add_argument('--readme', default='README.md',
+                   help='the README whose short table the gathering rewrites')
+    p.add_argument('--no-ensembles', dest='ensembles', action='store_false',
+                   help='no ensemble of each decoder\'s seeds')
+    p.add_argument('--no-marian', dest='marian', action='store_false',
+                   help='no Marian anchors (pipeline/marian_multi30k.py)')
+    p.add_argument('--tiny', action='store_true',
+                   help='tiny models for a few updates (train_multi30k.sh --tiny: tests)')
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: dry_run(args) if args.dry_run else execute(args))
+
+
+if __name__ == '__main__':
+    sys.exit(main())
