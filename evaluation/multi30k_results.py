@@ -395,9 +395,14 @@ def length_figures(steps, decoders, sentence_stats, data_dir, n_samples,
             'difference': {d: stats.pooled_bootstrap(pooled[BASELINE], pooled[d],
                                                      n_samples, subset=subset)._asdict()
                            for d in names if d != BASELINE}})
-    pool = '; '.join('%s seeds %s' % (study_tables.name(d), ', '.join(
-        str(s.result['seed']) for s in pools[d])) for d in names)
+    pool = '; '.join('%s %s' % (study_tables.name(d), seeds_text(
+        [s.result['seed'] for s in pools[d]])) for d in names)
     return {'test_set': test_set, 'decoders': names, 'pool': pool, 'buckets': buckets}
+
+
+def seeds_text(seeds):
+    """'seed 3', 'seeds 3, 4'."""
+    return '%s %s' % ('seed' if len(seeds) == 1 else 'seeds', ', '.join(map(str, seeds)))
 
 
 def settings(n_samples):
@@ -457,45 +462,63 @@ def keep_steps(steps, out):
     return kept
 
 
-def plot_validation(steps, png, at=None):
-    """Validation cost and BLEU of every run (up to update ``at``)."""
+def decoder_colours(decoders):
+    """{decoder: colour}: one colour a decoder, in every figure."""
     from machinery import plots
+    cycle = plots.plt.rcParams['axes.prop_cycle'].by_key()['color']
+    return {d: cycle[k % len(cycle)] for k, d in enumerate(decoders)}
+
+
+def plot_validation(steps, png, at=None):
+    """Validation cost and BLEU of every run (up to update ``at``): a
+    colour a decoder, a line a seed."""
+    from machinery import plots
+    runs = [s for s in steps if s.log is not None]
+    colours = decoder_colours(list(collections.OrderedDict.fromkeys(
+        s.result['decoder'] for s in runs)))
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
-    for step in steps:
-        if step.log is None:
-            continue
+    labelled = set()
+    for step in runs:
+        decoder = step.result['decoder']
         events = [e for e in read_training_log(step.log) if at is None or e['uidx'] <= at]
-        label = '%s seed %d' % (step.result['decoder'], step.result['seed'])
+        label = None if decoder in labelled else study_tables.name(decoder)
+        labelled.add(decoder)
         for ax, event, key in ((axes[0], 'validation', 'cost'), (axes[1], 'bleu', 'bleu')):
             points = [(e['uidx'], e[key]) for e in events if e['event'] == event]
             if points:
-                ax.plot(*zip(*points), marker='.', label=label)
-    plots.finish_panels(fig, axes, ('validation cost (per sentence)',
+                ax.plot(*zip(*points), marker='.', linewidth=1, color=colours[decoder],
+                        alpha=0.8, label=label)
+    plots.finish_panels(fig, axes, ('validation cost (per sentence), a line a seed',
                                     'validation BLEU (beam 5, tokenised lowercased)'), png,
                         legend_size=7)
 
 
 def plot_by_length(lengths, png):
-    """BLEU by source length, each residual decoder's difference with its interval."""
+    """BLEU by source length, and each residual decoder's difference to the
+    baseline with its interval (a decoder keeps its colour in both panels;
+    the intervals side by side)."""
     from machinery import plots
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))
-    x = list(range(len(lengths['buckets'])))
-    ticks = ['%s\n(%d)' % (b['bucket'], b['sentences']) for b in lengths['buckets']]
+    buckets = lengths['buckets']
+    x = list(range(len(buckets)))
+    colours = decoder_colours(lengths['decoders'])
+    others = [d for d in lengths['decoders'] if d != BASELINE]
     for d in lengths['decoders']:
-        axes[0].plot(x, [b['bleu'][d] for b in lengths['buckets']], marker='o',
-                     label=study_tables.name(d))
+        style = dict(marker='o', color=colours[d], label=study_tables.name(d))
+        axes[0].plot(x, [b['bleu'][d] for b in buckets], **style)
         if d == BASELINE:
             continue
-        diffs = [b['difference'][d] for b in lengths['buckets']]
-        axes[1].errorbar(x, [v['difference'] for v in diffs], marker='o', capsize=3,
+        shift = 0.08 * (others.index(d) - (len(others) - 1) / 2.)
+        diffs = [b['difference'][d] for b in buckets]
+        axes[1].errorbar([i + shift for i in x], [v['difference'] for v in diffs], capsize=3,
                          yerr=[[v['difference'] - v['low'] for v in diffs],
-                               [v['high'] - v['difference'] for v in diffs]],
-                         label=study_tables.name(d))
+                               [v['high'] - v['difference'] for v in diffs]], **style)
     axes[1].axhline(0, color='grey', linewidth=0.8)
     for ax in axes:
         ax.set_xticks(x)
-        ax.set_xticklabels(ticks)
-    plots.finish_panels(fig, axes, ('BLEU, %s' % lengths['pool'],
+        ax.set_xticklabels(['%s\n(%d)' % (b['bucket'], b['sentences']) for b in buckets])
+    name = SHORT[lengths['test_set']]
+    plots.finish_panels(fig, axes, ('%s BLEU, the seeds pooled' % name,
                                     'difference to the baseline, 95% bootstrap interval'),
                         png, xlabel='source words (sentences)', legend_size=7)
 

@@ -42,7 +42,7 @@ from machinery import cli
 from machinery.model_io import load_dictionary, write_json, write_text
 from machinery.text_io import InputError, read_lines
 from pipeline import train_multi30k as m30k
-from pipeline.train_pair import ROOT, _q, run
+from pipeline.train_pair import _q, run
 
 VALID_EVERY = m30k.VALID_EVERY
 PATIENCE = m30k.BLEU_PATIENCE

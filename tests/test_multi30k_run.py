@@ -290,7 +290,7 @@ def test_faulty_inputs_of_the_gathering_write_nothing(tmp_path):
 
 def test_logs_keep_no_absolute_path_of_the_machine():
     from evaluation.multi30k_results import relative_paths
-    text = ('{"message": "asked to stop (/work/runs/multi30k/a-seed3/model.npz.stop)", '
+    text = ('{"message": "asked to stop (/scratch/me/runs/multi30k/a-seed3/model.npz.stop)", '
             '"data": "/home/me/x/data/multi30k/val.tok.de", "path": "runs/multi30k/a"}')
     assert relative_paths(text) == (
         '{"message": "asked to stop (runs/multi30k/a-seed3/model.npz.stop)", '
@@ -424,3 +424,22 @@ def test_the_study_in_one_command(prepared, tmp_path):
     proc = study(prepared, *common, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'study:' not in proc.stderr and page.read_text() == text
+
+
+def between(path, markers):
+    text = open(path, encoding='utf-8').read()
+    return text.split(markers[0] + '\n')[1].split(markers[1])[0].rstrip('\n').split('\n')
+
+
+def test_the_committed_tables_are_those_of_the_committed_results():
+    """The README's short table and the results page's tables are what
+    docs/multi30k/results.json gives (a gathering rewrites all three)."""
+    from evaluation import multi30k_results, study_tables
+    with open(os.path.join(ROOT, 'docs', 'multi30k', 'results.json'), encoding='utf-8') as f:
+        figures = json.load(f)
+    assert between(os.path.join(ROOT, 'README.md'), multi30k_results.README_MARKERS) == \
+        study_tables.readme_block(figures)
+    assert between(os.path.join(ROOT, 'docs', 'multi30k.md'), multi30k_results.PAGE_MARKERS) \
+        == study_tables.page_block(figures)
+    for run in figures['runs']:
+        assert os.path.exists(os.path.join(ROOT, 'docs', 'multi30k', run['log']))
