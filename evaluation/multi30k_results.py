@@ -414,14 +414,16 @@ def settings(n_samples):
 
 
 def figures_of(steps, data_dir, n_samples):
-    runs = [s.result for s in steps if s.kind == 'runs']
+    """Everything results.json holds: the steps' results and the figures."""
+    kept = {kind: [as_kept(s) for s in steps if s.kind == kind] for kind in KINDS}
+    runs = kept['runs']
     decoders = decoder_figures(runs)
     sentence_stats = Statistics(data_dir)
     return {
         'settings': settings(n_samples),
         'runs': runs,
-        'ensembles': ensemble_figures([s.result for s in steps if s.kind == 'ensembles'], runs),
-        'anchors': [s.result for s in steps if s.kind == 'anchors'],
+        'ensembles': ensemble_figures(kept['ensembles'], runs),
+        'anchors': kept['anchors'],
         'decoders': decoders,
         'comparisons': comparisons(steps, decoders, sentence_stats, n_samples),
         'by_length': length_figures(steps, decoders, sentence_stats, data_dir,
@@ -439,27 +441,26 @@ def copy_text(path, copy, transform=None):
     write_text(copy, transform(text) if transform else text)
 
 
+def as_kept(step):
+    """``step``'s result as results.json keeps it: with the name of its log's
+    copy (OUT/logs/NAME.log.jsonl) when it has a log."""
+    if step.log is None:
+        return step.result
+    return dict(step.result, log=os.path.join('logs', step.name + '.log.jsonl'))
+
+
 def keep_steps(steps, out):
     """Each step's training log into OUT/logs/ (absolute paths made relative)
-    and its test translations into OUT/translations/NAME/; the steps as kept
-    there."""
-    kept = []
+    and its test translations into OUT/translations/NAME/."""
     for step in steps:
-        result = dict(step.result)
-        log = translations = None
         if step.log is not None:
-            result['log'] = os.path.join('logs', step.name + '.log.jsonl')
-            log = os.path.join(out, result['log'])
-            copy_text(step.log, log, relative_paths)
+            copy_text(step.log, os.path.join(out, as_kept(step)['log']), relative_paths)
         if step.translations:
-            translations = os.path.join(out, 'translations', step.name)
             for s in TEST_SETS:
                 source = os.path.join(step.translations, s + '.hyp.tok')
-                copy = os.path.join(translations, s + '.hyp.tok')
+                copy = os.path.join(out, 'translations', step.name, s + '.hyp.tok')
                 if not (os.path.exists(copy) and os.path.samefile(source, copy)):
                     copy_text(source, copy)
-        kept.append(step._replace(result=result, log=log, translations=translations))
-    return kept
 
 
 def decoder_colours(decoders):
@@ -550,11 +551,7 @@ def gather(args):
         plot_validation(steps, os.path.join(scratch, 'validation.png'), args.at)
         if figures['by_length']:
             plot_by_length(figures['by_length'], os.path.join(scratch, 'by_length.png'))
-        kept = keep_steps(steps, args.out)       # the results with their copies' names
-        figures['runs'] = [s.result for s in kept if s.kind == 'runs']
-        figures['anchors'] = [s.result for s in kept if s.kind == 'anchors']
-        figures['ensembles'] = ensemble_figures([s.result for s in kept
-                                                 if s.kind == 'ensembles'], figures['runs'])
+        keep_steps(steps, args.out)
         write_json(os.path.join(args.out, 'results.json'), figures, indent=2)
         for png in os.listdir(scratch):
             os.replace(os.path.join(scratch, png), os.path.join(args.out, png))
