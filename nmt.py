@@ -46,7 +46,7 @@ from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (d
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
 from machinery.text_io import InputError, count_lines, read_lines
 from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
-from machinery.training_options import OptionTable
+from machinery.training_options import OptionTable, noise_seed
 from layers import init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
 from training_loop import Progress  # noqa: F401 (dl4mt API)
 from machinery import vocab
@@ -68,7 +68,7 @@ DEFAULT_OPTIONS = OrderedDict([
     # additions
     ('residual', 'attentive'), ('att_scoring', 'content'),
     ('inference', layers.TRAINING_INFERENCE),
-    ('shuffle_each_epoch', True), ('seed', 1234),
+    ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
     ('bleu_valid_freq', 0), ('bleu_valid_ref', None), ('bleu_valid_beam', 5),
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
     ('external_validation_script', None), ('reload_model_only', False),
@@ -330,10 +330,16 @@ def sentence_costs(tparams, options, hidden, y, y_mask):
     return (fast_ops.output_nll(hidden, W, b, y, y_mask) * y_mask).sum(0)
 
 
+def noise_stream(options):
+    """The random stream of the dropout masks and of sampling: dl4mt's
+    RandomStreams(1234) under the default seeds (training_options.noise_seed)."""
+    return RandomStreams(noise_seed(options))
+
+
 def build_model(tparams, options):
     """The training graph: per-sentence cost (no regularisers)."""
     opt_ret = dict()
-    trng = RandomStreams(1234)
+    trng = noise_stream(options)
     use_noise = theano.shared(numpy.float32(0.))
     dropout = Dropout(options, use_noise, trng)
     x = tensor.matrix('x', dtype='int64')
@@ -499,6 +505,13 @@ def build_sampler(tparams, options, trng, use_noise, batched=False, mode=None):
                                               mode=mode),
                               SAMPLER_INIT_INPUTS, SAMPLER_INIT_OUTPUTS, options)
     return f_init, _build_f_next(tparams, options, trng, use_noise, batched, mode)
+
+
+def decoding_sampler(tparams, options, batched=True, mode=None):
+    """build_sampler's pair for decoding a trained model: without noise
+    (use_noise 0), the sampling stream noise_stream's."""
+    return build_sampler(tparams, options, noise_stream(options),
+                         theano.shared(numpy.float32(0.)), batched=batched, mode=mode)
 
 
 def _step_mode(mode):

@@ -75,10 +75,7 @@ def build_scorer(options, params):
     import nmt
     tparams = nmt.init_tparams(params)
     if options['inference'] == layers.AUTHORS_INFERENCE:
-        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
-        return sampler_scorer(*nmt.build_sampler(tparams, options, RandomStreams(1234),
-                                                 theano.shared(numpy.float32(0.)),
-                                                 batched=True))
+        return sampler_scorer(*nmt.decoding_sampler(tparams, options))
     _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(tparams, options)
     use_noise.set_value(0.)
     return theano.function([x, x_mask, y, y_mask], cost, name='f_log_probs')

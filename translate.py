@@ -138,12 +138,8 @@ class Translator(object):
 
     def __init__(self, models, search):
         import nmt
-        import theano
-        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
         self.search = search
-        self.samplers = [nmt.build_sampler(nmt.init_tparams(params), options,
-                                           RandomStreams(1234),
-                                           theano.shared(numpy.float32(0.)), batched=True)
+        self.samplers = [nmt.decoding_sampler(nmt.init_tparams(params), options)
                          for _, options, params in models]
 
     def translate(self, batch):

@@ -46,7 +46,6 @@ from collections import OrderedDict
 import numpy
 import theano
 import theano.tensor as tensor
-from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
 from machinery import cli
 from machinery import distributed
@@ -81,7 +80,8 @@ DEFAULT_OPTIONS = OrderedDict([
     ('reload_', False), ('overwrite', False),
     # additions (n_words -1: the dictionary's size)
     ('residual', 'none'), ('att_scoring', 'content'), ('tie_embeddings', False),
-    ('shuffle_each_epoch', True), ('seed', 1234), ('reload_model_only', False),
+    ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
+    ('reload_model_only', False),
 ])
 # what a reloaded model keeps from its saved options
 ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
@@ -199,7 +199,7 @@ def _readout_input(tparams, options, emb, states, mask=None, carry=None):
 def build_model(tparams, options):
     """The training graph: (trng, use_noise, y, y_mask, dec, logit, cost)
     with cost the per-sentence -log p (eos included)."""
-    trng = RandomStreams(1234)
+    trng = nmt.noise_stream(options)
     use_noise = theano.shared(numpy.float32(0.))
     y = tensor.matrix('y', dtype='int64')
     y_mask = tensor.matrix('y_mask', dtype='float32')

@@ -55,8 +55,12 @@ OPTION_HELP = {
                       'Marian\'s) or dl4mt (0.01 * N(0,1), the original\'s), square ones '
                       'orthogonal in both; +unigram: the output bias starts at the log '
                       'word frequencies of the training targets (docs/training.md)'),
-    'seed': ('model', 'random seed of the initial parameters and the data order (the dropout '
-                      'noise is seeded with 1234, as in dl4mt)'),
+    'seed': ('model', 'random seed of the initial parameters, the data order and (unless '
+                      '--noise_seed is given) the dropout noise'),
+    'noise_seed': ('model', 'seed of the noise stream (dropout masks, sampled translations); '
+                            '0: derived from --seed (the default --seed 1234 gives 1234, '
+                            'dl4mt\'s fixed stream); --noise_seed 1234 keeps dl4mt\'s '
+                            'stream whatever --seed is; worker r of an MPI run adds r'),
     # data
     'maxlen': ('data', 'longest training sentence in tokens: longer pairs are skipped'),
     'batch_size': ('data', 'sentences per update'),
@@ -119,6 +123,26 @@ OPTION_HELP = {
 # (and the model's path: a model moves with its files)
 RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'dispFreq',
                           'sampleFreq', 'saveFreq', 'overwrite', 'reload_model_only')
+
+
+# dl4mt's noise stream: MRG_RandomStream(1234), whatever the run's seed
+ORIGINAL_NOISE_SEED = 1234
+# MRG_RandomStream takes seeds 1 .. 2**30 (and below 2**31 - 21,069 with a
+# worker's rank added)
+NOISE_SEEDS = 2 ** 30
+
+
+def noise_seed(options, rank=0):
+    """The seed of worker ``rank``'s noise stream: ``--noise_seed``, or when
+    it is 0 (the default) ``--seed`` brought into 1 .. NOISE_SEEDS (--seed
+    1234 gives dl4mt's 1234); plus the rank.  InputError for a --noise_seed
+    out of that range."""
+    given = int(options.get('noise_seed', 0))
+    if not 0 <= given <= NOISE_SEEDS:
+        raise InputError('--noise_seed must be 0 (derived from --seed) or 1 to %d, not %d'
+                         % (NOISE_SEEDS, given))
+    seed = given or 1 + (int(options.get('seed', ORIGINAL_NOISE_SEED)) - 1) % NOISE_SEEDS
+    return seed + rank
 
 
 class OptionTable(object):

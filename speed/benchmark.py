@@ -564,15 +564,11 @@ def _compile_samplers(tparams, options):
     """dl4mt's sampler (the one-sentence search) and the batched one, and
     the seconds each took to compile."""
     import nmt
-    import theano
-    from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
     samplers, seconds = {}, {}
     for kind in ('single', 'batched'):
         log('compiling the %s sampler (f_init, f_next)' % kind)
         t0 = time.time()
-        samplers[kind] = nmt.build_sampler(tparams, options, RandomStreams(1234),
-                                           theano.shared(numpy.float32(0.)),
-                                           batched=kind == 'batched')
+        samplers[kind] = nmt.decoding_sampler(tparams, options, batched=kind == 'batched')
         seconds[kind] = round(time.time() - t0, 2)
         log('compiled in %.1f s' % seconds[kind])
     return samplers, seconds
