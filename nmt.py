@@ -58,7 +58,7 @@ from machinery import vocab
 DEFAULT_OPTIONS = OrderedDict([
     ('dim_word', 100), ('dim', 1000), ('encoder', 'gru'), ('decoder', 'gru_cond'),
     ('patience', 10), ('max_epochs', 5000), ('finish_after', 10000000),
-    ('dispFreq', 100), ('decay_c', 0.), ('alpha_c', 0.), ('diag_c', 0.),
+    ('dispFreq', 100), ('decay_c', 0.), ('alpha_c', 0.),
     ('clip_c', -1.), ('lrate', 0.01), ('n_words_src', 100000),
     ('n_words', 100000), ('maxlen', 100), ('optimizer', 'rmsprop'),
     ('batch_size', 16), ('valid_batch_size', 16), ('saveto', 'model.npz'),
@@ -85,6 +85,8 @@ ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words_src', 'n_words', 'encoder',
 # output bias from the training targets' word frequencies instead of zeros
 # (docs/training.md#initialisation); 'dl4mt' is the original's
 INITS = ('glorot+unigram', 'glorot', 'dl4mt+unigram', 'dl4mt')
+# encoder: one value, so no flag (OptionTable.add_flags); kept in the model's
+# options because the original code reads options['encoder']
 OPTION_CHOICES = {'decoder': layers.DECODER_NAMES, 'residual': layers.RESIDUALS,
                   'att_scoring': layers.SCORINGS, 'inference': layers.INFERENCES,
                   'encoder': ('gru',), 'optimizer': tuple(sorted(OPTIMIZERS)),
@@ -115,7 +117,7 @@ def check_options(options):
         layers.variant_of(options)
     except ValueError as e:
         raise InputError(str(e))
-    if options['encoder'] not in layers.LAYERS:
+    if options['encoder'] not in OPTION_CHOICES['encoder']:
         raise InputError('encoder must be gru, not %r' % options['encoder'])
     for name in DROPOUT_RATES:
         if not 0. <= options.get(name, 0.) < 1.:
@@ -198,10 +200,6 @@ def load_model(path, inference=None):
     except InputError as e:
         raise InputError('%s: %s' % (path, e))
     return options, load_params(path, init_params(options), strict=True)
-
-
-def itemlist(tparams):
-    return list(tparams.values())
 
 
 # --------------------------------------------------------------------------
@@ -567,7 +565,9 @@ def _build_f_next(tparams, options, trng, use_noise, batched, mode):
 # scoring
 
 def pred_probs(f_log_probs, prepare_data, options, iterator, verbose=True):
-    """Per-sentence costs of every pair the iterator yields."""
+    """Per-sentence costs of every pair the iterator yields.  dl4mt's
+    scoring loop, kept with its signature for the scripts that call it
+    (score.py is this project's command for it)."""
     probs = []
     n_done = 0
     for x, y in iterator:

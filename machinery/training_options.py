@@ -78,7 +78,6 @@ OPTION_HELP = {
                                 'is added to the cost (0: none)'),
     'alpha_c': ('optimisation', 'attention regulariser: pushes each source word\'s total '
                                 'attention towards 1 (0: none)'),
-    'diag_c': ('optimisation', 'unused, as in dl4mt (kept so that its command lines run)'),
     'max_epochs': ('optimisation', 'passes over the training data at most'),
     'finish_after': ('optimisation', 'stop after this many updates'),
     # validation
@@ -180,12 +179,13 @@ class OptionTable(object):
         return OrderedDict((name, parser.add_argument_group(name)) for name in GROUPS)
 
     def add_flags(self, groups, declared):
-        """A ``--KEY`` for every option not in ``declared`` (declared by hand),
-        in its group of ``groups`` (flag_groups), explained by OPTION_HELP
-        (updated by the table's own ``help``).  No flag has a default: what
-        ``parse_args`` returns is what was given."""
+        """A ``--KEY`` for every option not in ``declared`` (declared by hand)
+        and with more than one value, in its group of ``groups``
+        (flag_groups), explained by OPTION_HELP (updated by the table's own
+        ``help``).  No flag has a default: what ``parse_args`` returns is
+        what was given."""
         for key, default in self.defaults.items():
-            if key in declared:
+            if key in declared or len(self.choices.get(key, 'many')) == 1:
                 continue
             group, text = self.help.get(key, OPTION_HELP[key])
             flag = '--' + FLAG_NAMES.get(key, key)

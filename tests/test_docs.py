@@ -141,3 +141,52 @@ def test_readme_is_an_entry_point():
     with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
         lines = f.read().split('\n')
     assert len(lines) <= 300, 'README.md has %d lines: details belong in docs/' % len(lines)
+
+
+# -- the repairs of Theano that the documents name ------------------------------
+
+REPAIR_TABLE_ROW = re.compile(r'^\| ((?:`[a-z0-9_*]+`(?:, )?)+) \|', re.M)
+REPAIR_NAME = re.compile(r'`([a-z0-9_*]+)`')
+
+
+def repair_names(patterns):
+    """The repairs of theano_repairs.REPAIRS that each name or pattern
+    ('lifters_take_fgraph_*') stands for: {pattern: [names]}."""
+    import fnmatch
+    from machinery import theano_repairs
+    names = [r.name for r in theano_repairs.REPAIRS]
+    return {p: fnmatch.filter(names, p) for p in patterns}
+
+
+def check_named_repairs(patterns, where, every=False):
+    """Each pattern names a repair; with ``every``, each repair is named."""
+    from machinery import theano_repairs
+    found = repair_names(patterns)
+    unknown = sorted(p for p, names in found.items() if not names)
+    assert not unknown, '%s names repairs that theano_repairs.REPAIRS has not: %s' % (
+        where, ', '.join(unknown))
+    if every:
+        named = set(n for names in found.values() for n in names)
+        missing = [r.name for r in theano_repairs.REPAIRS if r.name not in named]
+        assert not missing, '%s lacks the repairs %s' % (where, ', '.join(missing))
+
+
+def test_the_repair_table_of_gpu_md_is_the_list_of_repairs():
+    """docs/gpu.md's table has a row for every repair of
+    machinery/theano_repairs.py, and no row for one that is not there."""
+    with open(os.path.join(DOCS, 'gpu.md'), encoding='utf-8') as f:
+        text = f.read()
+    table = text[text.index('| repair | what goes wrong without it |'):]
+    table = table[:table.index('\n\n')]
+    patterns = [n for row in REPAIR_TABLE_ROW.findall(table) for n in REPAIR_NAME.findall(row)]
+    assert len(patterns) > 20
+    check_named_repairs(patterns, 'docs/gpu.md', every=True)
+
+
+def test_requirements_name_repairs_that_exist():
+    with open(os.path.join(ROOT, 'requirements.txt'), encoding='utf-8') as f:
+        text = f.read().replace('\n#', '')
+    named = re.findall(r'theano_repairs\.py:\s*([^)]*)\)', text)
+    patterns = [p.strip() for group in named for p in group.split(',')]
+    assert patterns
+    check_named_repairs(patterns, 'requirements.txt')
