@@ -872,7 +872,12 @@ def parse_args(argv):
 def argument_parser():
     """nmt.py's command line: every option of train(), in --help's groups."""
     parser = cli.ArgumentParser(
-        description='Train an attention NMT model (dl4mt-tutorial options).')
+        description='Train an attention NMT model (dl4mt-tutorial options). The bare '
+                    'defaults are dl4mt\'s train() (rmsprop, dim 1000, batch 16, ...), '
+                    'not settings that train well: the papers\' settings are what '
+                    'train_es-en.sh and its siblings pass (--dry-run prints them), '
+                    'Multi30k\'s what train_multi30k.sh passes, and docs/training.md '
+                    'gives the optimisers\' learning rates.')
     groups = OPTIONS.flag_groups(parser)
     groups['data'].add_argument('--datasets', nargs=2, required=True, metavar=('SRC', 'TRG'),
                                 help='the training corpus: source and target files, '

@@ -145,7 +145,7 @@ def compare(reference_path, run_path, until=None, out=None):
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
     p.add_argument('reference', metavar='REFERENCE', help='the training log to compare with')
     p.add_argument('run', metavar='RUN', help="the re-run's training log")
     p.add_argument('--until', type=cli.positive_int, metavar='N',

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
     p.add_argument('--device', default='opencl0:0', help='the GPU device (default %(default)s)')
     p.add_argument('--model', default='baseline',
                    help='decoder variant of layers.VARIANTS (default %(default)s)')
