@@ -137,6 +137,49 @@ def test_no_file_names_paths_outside_the_clone():
     assert not found, '; '.join(found)
 
 
+# -- committed logs and results ---------------------------------------------------
+
+# the folders of a machine that a log or a result may name (built from pieces,
+# as FORBIDDEN): a run's folder, a home, a temporary folder
+MACHINE_FOLDERS = ['/' + name + '/' for name in ('work', 'root', 'home', 'tmp')]
+# what a run writes: logs, results, translations
+OUTPUT_SUFFIXES = ('.log', '.jsonl', '.json', '.tok', '.out', '.csv', '.txt')
+# docs/multi30k/ holds the Multi30k runs' outputs (the integrator's)
+MULTI30K = os.path.join('docs', 'multi30k') + os.sep
+
+
+def committed_outputs(inside_multi30k):
+    """The committed logs and results (files under docs/ with an output's
+    suffix): those in docs/multi30k/, or the others."""
+    out = []
+    for path in project_files():
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith('docs' + os.sep) and rel.endswith(OUTPUT_SUFFIXES) and \
+                rel.startswith(MULTI30K) == inside_multi30k:
+            out.append(path)
+    return out
+
+
+@pytest.mark.parametrize('inside_multi30k', [False, True],
+                         ids=['docs', 'docs/multi30k'])
+def test_committed_logs_name_no_folder_of_a_machine(inside_multi30k):
+    """A committed log or result names files relative to its run's folder or
+    the repository (training_log.RelativePaths), never a folder of the machine
+    it ran on."""
+    outputs = committed_outputs(inside_multi30k)
+    assert outputs
+    found = []
+    for path in outputs:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            for number, line in enumerate(f, 1):
+                hits = [folder for folder in MACHINE_FOLDERS if folder in line]
+                if hits:
+                    found.append('%s:%d names %s' % (os.path.relpath(path, ROOT), number,
+                                                     ', '.join(hits)))
+                    break
+    assert not found, '; '.join(found)
+
+
 def test_readme_is_an_entry_point():
     with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
         lines = f.read().split('\n')
