@@ -26,9 +26,9 @@ stderr, writes no file, and exits with status 1.
 import collections
 import sys
 
-import numpy
+from machinery import cli   # first: without .venv, one line (machinery/__init__.py)
 
-from machinery import cli
+import numpy
 from machinery.model_io import save_dictionary
 from machinery.text_io import InputError, iter_lines
 

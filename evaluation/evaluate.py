@@ -39,13 +39,14 @@ import math
 import os
 import sys
 
-import numpy
-
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from machinery import bleu
-from machinery import cli
+from machinery import cli  # noqa: E402  (first: without .venv, one line, machinery/__init__.py)
+
+import numpy  # noqa: E402
+
+from machinery import bleu  # noqa: E402
 from machinery.model_io import write_json
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines

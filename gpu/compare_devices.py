@@ -23,9 +23,10 @@ if __name__ == '__main__':
     # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from machinery import cli  # noqa: E402  (first: without .venv, one line, machinery/__init__.py)
+
 import numpy as np  # noqa: E402
 
-from machinery import cli  # noqa: E402
 from machinery import theano_env  # noqa: E402
 from demo import demo  # noqa: E402
 from machinery.text_io import read_lines  # noqa: E402
