@@ -292,7 +292,11 @@ def gen_sample(tparams, f_init, f_next, x, options, trng=None, k=1, maxlen=30,
                stochastic=True, argmax=False, return_alignment=False):
     """dl4mt's gen_sample: (samples, scores), plus with return_alignment the
     source attention and the attention over previous words (or states) of
-    every sample, one row per output token."""
+    every sample, one row per output token.
+
+    tparams, options and trng are unused, as in dl4mt: the compiled f_init
+    and f_next hold the parameters, the options and the sampling stream.
+    They stay in dl4mt's signature, which its callers pass positionally."""
     if stochastic:
         if k > 1:
             raise ValueError('beam search does not support stochastic sampling')
@@ -311,14 +315,6 @@ def normalized_scores(hyps, normalize):
     if normalize:
         scores = scores / numpy.array([len(h.words) for h in hyps])
     return scores
-
-
-def best_hypothesis(samples, scores, normalize):
-    """Index of the translation: lowest score, or score/length with -n."""
-    scores = numpy.array(scores)
-    if normalize:
-        scores = scores / numpy.array([len(s) for s in samples])
-    return int(numpy.argmin(scores))
 
 
 def ranked(hyps, normalize):
@@ -359,8 +355,3 @@ def force_decode(f_init, f_next, x, y, return_attention=False):
     attention = [None if a is None else a[0] for a in attention]
     return (costs, attention) if return_attention else costs
 
-
-def translate_best(f_init, f_next, source_ids, k, normalize, maxlen):
-    """For one source sentence (ids ending with eos): the chosen hypothesis."""
-    x = numpy.array(source_ids, dtype='int64').reshape([len(source_ids), 1])
-    return ranked(beam_search(f_init, f_next, x, k, maxlen), normalize)[0][0]

@@ -26,9 +26,9 @@ stderr, writes no file, and exits with status 1.
 import collections
 import sys
 
-import numpy
+from machinery import cli   # first: without .venv, one line (machinery/__init__.py)
 
-from machinery import cli
+import numpy
 from machinery.model_io import save_dictionary
 from machinery.text_io import InputError, iter_lines
 
@@ -83,12 +83,19 @@ def build_and_save(paths):
     _progress('Done')
 
 
+def parse_args(argv):
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
+    p.add_argument('files', nargs='+', metavar='FILE',
+                   help='a corpus side, one tokenised sentence a line (plain text or '
+                        '.gz, UTF-8): FILE.pkl (a pickle the original Python 2 code '
+                        'reads) and FILE.json (the same words and ids) are written '
+                        'beside it')
+    return p.parse_args(argv)
+
+
 def main(argv=None):
-    argv = cli.arguments(argv)
-    if not argv or argv[0] in ('-h', '--help'):
-        print(__doc__.strip().split('\n\n')[1], file=sys.stderr)
-        return 0 if argv else 1
-    return cli.run(lambda: build_and_save(argv))
+    args = parse_args(cli.arguments(argv))
+    return cli.run(lambda: build_and_save(args.files))
 
 
 if __name__ == '__main__':

@@ -41,21 +41,22 @@ import numpy
 from machinery.model_io import load_dictionary
 from machinery.text_io import (InputError, check_readable, one_line as _one_line,
                                open_binary as _open_binary)
-from machinery.vocab import words_to_ids
+from machinery.vocab import unk_beyond, words_to_ids
 
 _CHUNK = 1 << 20
 
 
-def prepare_data(seqs_x, seqs_y, maxlen=None, n_words_src=30000,
-                 n_words=30000):
+def prepare_data(seqs_x, seqs_y, maxlen=None, n_words_src=None, n_words=None):
     """Padded time-major id matrices and float32 masks for a batch.
 
     With ``maxlen``, pairs where either side has ``len >= maxlen`` are
     dropped, and ``(None, None, None, None)`` is returned if none is left.
     Returns ``x, x_mask, y, y_mask``: ids int64 of shape
     ``(max_len_in_batch + 1, n)`` padded with 0 (eos), masks 1 on the first
-    ``len + 1`` rows.  ``n_words_src`` and ``n_words`` are unused, as in the
-    original.
+    ``len + 1`` rows.  Ids from ``n_words_src`` (source) or ``n_words``
+    (target) on read as UNK (1), as the iterators read them (None or <= 0:
+    every id as given; dl4mt takes these arguments and ignores them, so that
+    a batch made without the iterator could index past the embeddings).
     """
     if maxlen is not None:
         kept = [(sx, sy) for sx, sy in zip(seqs_x, seqs_y)
@@ -64,7 +65,9 @@ def prepare_data(seqs_x, seqs_y, maxlen=None, n_words_src=30000,
         seqs_y = [sy for _, sy in kept]
     if len(seqs_x) < 1 or len(seqs_y) < 1:
         return None, None, None, None
-    return pad_batch(seqs_x) + pad_batch(seqs_y)
+    x, x_mask = pad_batch(seqs_x)
+    y, y_mask = pad_batch(seqs_y)
+    return unk_beyond(x, n_words_src), x_mask, unk_beyond(y, n_words), y_mask
 
 
 def prepare_monolingual(seqs, maxlen=None):

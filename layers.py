@@ -1059,8 +1059,6 @@ def _all_variants():
 
 
 VARIANTS = _all_variants()
-# the five decoders of the papers' Table 1, in the registry's order
-MAIN_VARIANTS = tuple(v.name for d in DECODERS.values() for v in d.variants)
 
 
 def variant_options(name):
@@ -1073,10 +1071,3 @@ def variant_options(name):
         options.setdefault('att_scoring', VARIANTS[name].scorings[0])
     return options
 
-
-def variant_label(options):
-    """The table label of a model's options ('Memory RNN (content_scope)')."""
-    variant, scoring = variant_of(options)
-    if scoring is None or scoring == variant.scorings[0]:
-        return variant.label
-    return '%s (%s)' % (variant.label, scoring)

@@ -46,7 +46,7 @@ from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (d
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
 from machinery.text_io import InputError, count_lines, read_lines
 from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
-from machinery.training_options import OptionTable
+from machinery.training_options import OptionTable, noise_seed
 from layers import init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
 from training_loop import Progress  # noqa: F401 (dl4mt API)
 from machinery import vocab
@@ -58,7 +58,7 @@ from machinery import vocab
 DEFAULT_OPTIONS = OrderedDict([
     ('dim_word', 100), ('dim', 1000), ('encoder', 'gru'), ('decoder', 'gru_cond'),
     ('patience', 10), ('max_epochs', 5000), ('finish_after', 10000000),
-    ('dispFreq', 100), ('decay_c', 0.), ('alpha_c', 0.), ('diag_c', 0.),
+    ('dispFreq', 100), ('decay_c', 0.), ('alpha_c', 0.),
     ('clip_c', -1.), ('lrate', 0.01), ('n_words_src', 100000),
     ('n_words', 100000), ('maxlen', 100), ('optimizer', 'rmsprop'),
     ('batch_size', 16), ('valid_batch_size', 16), ('saveto', 'model.npz'),
@@ -68,7 +68,7 @@ DEFAULT_OPTIONS = OrderedDict([
     # additions
     ('residual', 'attentive'), ('att_scoring', 'content'),
     ('inference', layers.TRAINING_INFERENCE),
-    ('shuffle_each_epoch', True), ('seed', 1234),
+    ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
     ('bleu_valid_freq', 0), ('bleu_valid_ref', None), ('bleu_valid_beam', 5),
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
     ('external_validation_script', None), ('reload_model_only', False),
@@ -85,6 +85,8 @@ ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words_src', 'n_words', 'encoder',
 # output bias from the training targets' word frequencies instead of zeros
 # (docs/training.md#initialisation); 'dl4mt' is the original's
 INITS = ('glorot+unigram', 'glorot', 'dl4mt+unigram', 'dl4mt')
+# encoder: one value, so no flag (OptionTable.add_flags); kept in the model's
+# options because the original code reads options['encoder']
 OPTION_CHOICES = {'decoder': layers.DECODER_NAMES, 'residual': layers.RESIDUALS,
                   'att_scoring': layers.SCORINGS, 'inference': layers.INFERENCES,
                   'encoder': ('gru',), 'optimizer': tuple(sorted(OPTIMIZERS)),
@@ -115,7 +117,7 @@ def check_options(options):
         layers.variant_of(options)
     except ValueError as e:
         raise InputError(str(e))
-    if options['encoder'] not in layers.LAYERS:
+    if options['encoder'] not in OPTION_CHOICES['encoder']:
         raise InputError('encoder must be gru, not %r' % options['encoder'])
     for name in DROPOUT_RATES:
         if not 0. <= options.get(name, 0.) < 1.:
@@ -198,10 +200,6 @@ def load_model(path, inference=None):
     except InputError as e:
         raise InputError('%s: %s' % (path, e))
     return options, load_params(path, init_params(options), strict=True)
-
-
-def itemlist(tparams):
-    return list(tparams.values())
 
 
 # --------------------------------------------------------------------------
@@ -330,10 +328,16 @@ def sentence_costs(tparams, options, hidden, y, y_mask):
     return (fast_ops.output_nll(hidden, W, b, y, y_mask) * y_mask).sum(0)
 
 
+def noise_stream(options):
+    """The random stream of the dropout masks and of sampling: dl4mt's
+    RandomStreams(1234) under the default seeds (training_options.noise_seed)."""
+    return RandomStreams(noise_seed(options))
+
+
 def build_model(tparams, options):
     """The training graph: per-sentence cost (no regularisers)."""
     opt_ret = dict()
-    trng = RandomStreams(1234)
+    trng = noise_stream(options)
     use_noise = theano.shared(numpy.float32(0.))
     dropout = Dropout(options, use_noise, trng)
     x = tensor.matrix('x', dtype='int64')
@@ -501,6 +505,13 @@ def build_sampler(tparams, options, trng, use_noise, batched=False, mode=None):
     return f_init, _build_f_next(tparams, options, trng, use_noise, batched, mode)
 
 
+def decoding_sampler(tparams, options, batched=True, mode=None):
+    """build_sampler's pair for decoding a trained model: without noise
+    (use_noise 0), the sampling stream noise_stream's."""
+    return build_sampler(tparams, options, noise_stream(options),
+                         theano.shared(numpy.float32(0.)), batched=batched, mode=mode)
+
+
 def _step_mode(mode):
     """The mode of f_next: ``mode``, or Theano's default without garbage
     collection: the step's intermediate results keep their arrays between
@@ -554,7 +565,9 @@ def _build_f_next(tparams, options, trng, use_noise, batched, mode):
 # scoring
 
 def pred_probs(f_log_probs, prepare_data, options, iterator, verbose=True):
-    """Per-sentence costs of every pair the iterator yields."""
+    """Per-sentence costs of every pair the iterator yields.  dl4mt's
+    scoring loop, kept with its signature for the scripts that call it
+    (score.py is this project's command for it)."""
     probs = []
     n_done = 0
     for x, y in iterator:
@@ -859,7 +872,12 @@ def parse_args(argv):
 def argument_parser():
     """nmt.py's command line: every option of train(), in --help's groups."""
     parser = cli.ArgumentParser(
-        description='Train an attention NMT model (dl4mt-tutorial options).')
+        description='Train an attention NMT model (dl4mt-tutorial options). The bare '
+                    'defaults are dl4mt\'s train() (rmsprop, dim 1000, batch 16, ...), '
+                    'not settings that train well: the papers\' settings are what '
+                    'train_es-en.sh and its siblings pass (--dry-run prints them), '
+                    'Multi30k\'s what train_multi30k.sh passes, and docs/training.md '
+                    'gives the optimisers\' learning rates.')
     groups = OPTIONS.flag_groups(parser)
     groups['data'].add_argument('--datasets', nargs=2, required=True, metavar=('SRC', 'TRG'),
                                 help='the training corpus: source and target files, '

@@ -75,10 +75,7 @@ def build_scorer(options, params):
     import nmt
     tparams = nmt.init_tparams(params)
     if options['inference'] == layers.AUTHORS_INFERENCE:
-        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
-        return sampler_scorer(*nmt.build_sampler(tparams, options, RandomStreams(1234),
-                                                 theano.shared(numpy.float32(0.)),
-                                                 batched=True))
+        return sampler_scorer(*nmt.decoding_sampler(tparams, options))
     _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(tparams, options)
     use_noise.set_value(0.)
     return theano.function([x, x_mask, y, y_mask], cost, name='f_log_probs')
@@ -95,18 +92,31 @@ def sampler_scorer(f_init, f_next):
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description='Per-sentence costs of sentence pairs.')
-    p.add_argument('-m', '--model', required=True)
-    p.add_argument('-s', '--source', required=True)
-    p.add_argument('-t', '--target', required=True)
-    p.add_argument('-o', '--output', required=True)
-    p.add_argument('-b', '--batch', type=cli.positive_int, default=80)
-    p.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'))
-    p.add_argument('--inference', choices=layers.INFERENCES,
-                   default=layers.TRAINING_INFERENCE,
-                   help='training: the training graph\'s cost (default); authors: '
-                        'forced decoding through the authors\' sampler (attentive '
-                        'residual models; docs/equations.md#the-authors-inference)')
+    p = cli.ArgumentParser(
+        description='The cost of each sentence pair under a model: -log p(target | '
+                    'source), summed over the target tokens and eos, dropout off; one '
+                    'number a line, in input order (docs/translation.md).')
+    files = p.add_argument_group('files')
+    files.add_argument('-m', '--model', required=True, metavar='MODEL',
+                       help='the model file (model.npz of nmt.py)')
+    files.add_argument('-s', '--source', required=True, metavar='SOURCE',
+                       help='source sentences, one a line, tokenised as the training data')
+    files.add_argument('-t', '--target', required=True, metavar='TARGET',
+                       help='their target sentences, line by line aligned with SOURCE')
+    files.add_argument('-o', '--output', required=True, metavar='OUTPUT',
+                       help='where the costs go, one a line (- writes standard output); '
+                            'written only once every pair is scored')
+    files.add_argument('-d', '--dictionaries', nargs=2, metavar=('DICT_SRC', 'DICT_TRG'),
+                       help='the source and target dictionaries (default: those named in '
+                            'the model\'s options, as named or beside the model)')
+    how = p.add_argument_group('scoring')
+    how.add_argument('-b', '--batch', type=cli.positive_int, default=80,
+                     help='pairs scored at once, sorted by length (default 80)')
+    how.add_argument('--inference', choices=layers.INFERENCES,
+                     default=layers.TRAINING_INFERENCE,
+                     help='training: the training graph\'s cost (default); authors: '
+                          'forced decoding through the authors\' sampler (attentive '
+                          'residual models; docs/equations.md#the-authors-inference)')
     return p.parse_args(argv)
 
 

@@ -46,6 +46,7 @@ from machinery.progress import Progress
 from machinery.run_lock import ModelLock
 from machinery.stop_requests import StopRequests, signal_name
 from machinery.training_log import TrainingLog
+from machinery.training_options import noise_seed
 from machinery.training_state import (TrainingState, save_model, save_checkpoint,
                                       load_checkpoint, resume_path, usable_resume_file,
                                       with_suffix)
@@ -73,7 +74,7 @@ RUN_OPTIONS = frozenset([
     'dispFreq', 'validFreq', 'saveFreq', 'sampleFreq', 'bleu_valid_freq',
     'bleu_valid_beam', 'bleu_valid_ref', 'bleu_valid_postprocess',
     'external_validation_script', 'patience', 'bleu_patience', 'max_epochs',
-    'finish_after', 'seed', 'shuffle_each_epoch', 'batch_size',
+    'finish_after', 'seed', 'noise_seed', 'shuffle_each_epoch', 'batch_size',
     'valid_batch_size', 'maxlen'])
 
 
@@ -143,11 +144,12 @@ class Compiled(object):
                 options, self.tparams, inputs, cost, state=self.opt_state)
         print('Compiled in %.1f s' % (time.time() - t0))
 
-    def seed_worker_streams(self, rank):
+    def seed_noise(self, options, rank):
         """Worker ``rank``'s own dropout noise: its random streams seeded
-        with 1234 + rank (rank 0 keeps the one-process seed, 1234)."""
-        if rank > 0:
-            self.trng.seed(1234 + rank)
+        with the run's noise seed + rank (training_options.noise_seed; also
+        when the functions come from the cache, which keeps the streams'
+        states of the run that saved them)."""
+        self.trng.seed(noise_seed(options, rank))
 
     def rng_states(self):
         """The shared states of the dropout/sampling random streams."""
@@ -185,6 +187,7 @@ class TrainingLoop(object):
         that cannot be used stops the run now, not after compiling.  Several
         workers first check that they were started alike; rank 0 holds the
         lock."""
+        noise_seed(self.options)   # a --noise_seed out of range stops it here
         self.world = distributed.world()
         self.world.check_same(distributed.fingerprint(self.options))
         self.lock = ModelLock(self.options['saveto']) if self.world.is_root else None
@@ -196,7 +199,7 @@ class TrainingLoop(object):
         training log and the stop requests; with several workers, every
         worker's parameters are rank 0's (its optimizer state, its group's
         accumulators, is the checkpoint's or fresh on every worker)."""
-        self.model.seed_worker_streams(self.world.rank)
+        self.model.seed_noise(self.options, self.world.rank)
         self.state = self._restore() if reloading else TrainingState()
         self.progress = Progress(self.options['finish_after'],
                                  self.options['max_epochs'] - self.state.epoch,

@@ -6,8 +6,8 @@
 SOURCE and SAVETO may be '-' (stdin / stdout).  Sentences are sorted by
 length and decoded in batches (``--batch-size``), each sentence with its own
 beam: the translations are those of the one-sentence search of that section,
-written in input order.  P worker processes (``-p``) each build their own
-samplers and take batches in turn.  ``--ensemble MODEL2`` decodes several
+written in input order.  P worker processes (``-p``, default: the machine's
+cores) each build their own samplers and take batches in turn.  ``--ensemble MODEL2`` decodes several
 models together (their log-probabilities averaged at each step).  The
 attentive residual decoder decodes with ``--inference``: the authors'
 sampler (docs/equations.md#the-authors-inference; the default for files
@@ -138,12 +138,8 @@ class Translator(object):
 
     def __init__(self, models, search):
         import nmt
-        import theano
-        from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
         self.search = search
-        self.samplers = [nmt.build_sampler(nmt.init_tparams(params), options,
-                                           RandomStreams(1234),
-                                           theano.shared(numpy.float32(0.)), batched=True)
+        self.samplers = [nmt.decoding_sampler(nmt.init_tparams(params), options)
                          for _, options, params in models]
 
     def translate(self, batch):
@@ -230,49 +226,77 @@ def write_output(path, lines):
 # command line
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description='Translate with beam search.')
-    p.add_argument('-k', type=int, default=5, help='beam size (default 5)')
-    p.add_argument('-n', action='store_true', help='normalise scores by length')
-    p.add_argument('-p', type=int, default=5, help='worker processes (default 5)')
-    p.add_argument('--batch-size', type=int, default=DEFAULT_BATCH_SIZE,
-                   help='sentences decoded at once, each with its own beam (default %d)'
-                        % DEFAULT_BATCH_SIZE)
-    p.add_argument('--maxlen', type=int, default=200,
-                   help='longest translation in tokens (default 200)')
-    p.add_argument('--inference', choices=layers.INFERENCES,
-                   help='how the attentive residual decoder computes its summary of '
-                        'the previous words: "authors", their sampler, or "training", '
-                        'the training graph\'s (docs/equations.md#the-authors-inference; '
-                        'default: authors for '
-                        'files whose options say decoder=gru_cond_att, else training)')
-    p.add_argument('--ensemble', action='append', default=[], metavar='MODEL2',
-                   help='another model decoded together with MODEL (log-probabilities '
-                        'averaged); repeat for more; same vocabularies')
-    p.add_argument('--alignments', metavar='FILE',
-                   help='also write attention matrices as JSON lines')
-    p.add_argument('--n-best', action='store_true',
-                   help='write every hypothesis of the final beam, best first, as '
-                        '"i ||| hypothesis ||| score" (Moses format)')
-    p.add_argument('--print-scores', action='store_true',
-                   help='write "translation ||| score" (the cost -log p, normalised '
-                        'with -n; n-best lines have it already)')
-    p.add_argument('--print-word-probabilities', action='store_true',
-                   help='after each output line, a line with the probability of each '
-                        'output token (eos included)')
-    p.add_argument('--suppress-unk', action='store_true',
-                   help='never produce the UNK token')
-    p.add_argument('--replace-unk', action='store_true',
-                   help='replace each UNK of the output by the source word it attended '
-                        'to most')
-    p.add_argument('--unk-dictionary', metavar='FILE',
-                   help='with --replace-unk: translate the attended source word with '
-                        'this dictionary ("SOURCE TARGET [SCORE]" lines); implies '
-                        '--replace-unk')
-    p.add_argument('model')
-    p.add_argument('dictionary')
-    p.add_argument('dictionary_target')
-    p.add_argument('source')
-    p.add_argument('saveto')
+    p = cli.ArgumentParser(
+        description='Translate a tokenised file with beam search (docs/translation.md). '
+                    'The usual case: translate.py -k 5 -n MODEL DICT_SRC DICT_TRG SOURCE '
+                    'SAVETO.')
+    files = p.add_argument_group('files (positional, in this order)')
+    files.add_argument('model', metavar='MODEL',
+                       help='the model file (model.npz; its options are read from '
+                            'MODEL.pkl or MODEL.json beside it)')
+    files.add_argument('dictionary', metavar='DICT_SRC',
+                       help='the source language\'s dictionary (.pkl or .json of '
+                            'build_dictionary.py: the first of the training\'s '
+                            '--dictionaries)')
+    files.add_argument('dictionary_target', metavar='DICT_TRG',
+                       help='the target language\'s dictionary (the second of the '
+                            'training\'s --dictionaries)')
+    files.add_argument('source', metavar='SOURCE',
+                       help='the text to translate, one sentence a line, tokenised as the '
+                            'training data (BPE included); - reads standard input')
+    files.add_argument('saveto', metavar='SAVETO',
+                       help='where the translations go, one a line in input order (other '
+                            'formats: below); - writes standard output; written only once '
+                            'every line is translated')
+    search = p.add_argument_group('search')
+    search.add_argument('-k', type=int, default=5,
+                        help='beam size (default 5; the papers\' test translations: 5, '
+                             'the Multi30k runs: 12)')
+    search.add_argument('-n', action='store_true',
+                        help='rank hypotheses by score divided by length, eos counted (the '
+                             'usual choice; without it short translations win)')
+    search.add_argument('--maxlen', type=int, default=200,
+                        help='longest translation in tokens (default 200)')
+    search.add_argument('--inference', choices=layers.INFERENCES,
+                        help='how the attentive residual decoder computes its summary of '
+                             'the previous words: "authors", their sampler, or "training", '
+                             'the training graph\'s (docs/equations.md#the-authors-inference; '
+                             'default: authors for files whose options say '
+                             'decoder=gru_cond_att, else training)')
+    search.add_argument('--ensemble', action='append', default=[], metavar='MODEL2',
+                        help='another model decoded together with MODEL (log-probabilities '
+                             'averaged); repeat for more; same vocabularies')
+    search.add_argument('--suppress-unk', action='store_true',
+                        help='never produce the UNK token')
+    speed = p.add_argument_group('speed')
+    speed.add_argument('-p', type=int, default=theano_env.usable_cores(),
+                       help='worker processes, each with its own samplers and one thread '
+                            '(default: this machine\'s cores, %(default)s here; 1: the main '
+                            'process on every core; not used under mpirun)')
+    speed.add_argument('--batch-size', type=int, default=DEFAULT_BATCH_SIZE,
+                       help='sentences decoded at once, each with its own beam (default %d)'
+                            % DEFAULT_BATCH_SIZE)
+    output = p.add_argument_group('what SAVETO holds (docs/translation.md#formats)')
+    output.add_argument('--n-best', action='store_true',
+                        help='every hypothesis of the final beam, best first, as '
+                             '"i ||| hypothesis ||| score" (Moses format)')
+    output.add_argument('--print-scores', action='store_true',
+                        help='"translation ||| score" (the cost -log p, normalised with -n; '
+                             'n-best lines have it already)')
+    output.add_argument('--print-word-probabilities', action='store_true',
+                        help='after each output line, a line with the probability of each '
+                             'output token (eos included)')
+    output.add_argument('--replace-unk', action='store_true',
+                        help='replace each UNK of the output by the source word it attended '
+                             'to most')
+    output.add_argument('--unk-dictionary', metavar='FILE',
+                        help='with --replace-unk: translate the attended source word with '
+                             'this dictionary ("SOURCE TARGET [SCORE]" lines); implies '
+                             '--replace-unk')
+    output.add_argument('--alignments', metavar='FILE',
+                        help='also write the attention of each translation to FILE, one '
+                             'JSON object a line (over the source, and over previous words '
+                             'or states for the residual decoders)')
     args = p.parse_args(argv)
     for flag, value in (('-k', args.k), ('-p', args.p), ('--batch-size', args.batch_size),
                         ('--maxlen', args.maxlen)):

@@ -264,36 +264,49 @@ def input_options():
     return p
 
 
+# the inputs of positions, matrix and trees
+INPUTS_HELP = ('what translate.py --alignments wrote (one per model), or a model file '
+               '(.npz), translated first (needs --source and --dictionaries)')
+
+
 def parse_args(argv):
-    ap = cli.ArgumentParser(description=__doc__.split('\n')[0],
+    ap = cli.ArgumentParser(description=cli.summary(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split('\n', 2)[2])
     sub = ap.add_subparsers(dest='command', required=True, parser_class=cli.ArgumentParser)
     common = [input_options()]
     p = sub.add_parser('positions', parents=common, help='NAACL Fig. 2, AAAI Fig. 3')
-    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL')
-    p.add_argument('--png')
+    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL', help=INPUTS_HELP)
+    p.add_argument('--png', help='the figure (PNG): attention by relative position')
     p.add_argument('--json', help="numbers per input ('-' = stdout)")
     p.add_argument('--csv', help="one row per input and position ('-' = stdout)")
-    p.add_argument('--max-position', type=int, default=attention_positions.MAX_POSITION)
+    p.add_argument('--max-position', type=int, default=attention_positions.MAX_POSITION,
+                   help='the farthest relative position listed, in words back (the arg '
+                        'max is taken over every previous word; default %(default)s, the '
+                        'papers\')')
     p = sub.add_parser('matrix', parents=common, help='NAACL Fig. 3, AAAI Fig. 2')
-    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL')
+    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL', help=INPUTS_HELP)
     p.add_argument('-i', '--index', type=int, default=0, help='sentence (0-based)')
-    p.add_argument('--png', required=True)
-    p.add_argument('--panels', default='source,previous')
+    p.add_argument('--png', required=True, help='the figure (PNG)')
+    p.add_argument('--panels', default='source,previous',
+                   help='which attentions to draw, comma-separated: source and/or previous '
+                        '(the attention over previous words; default: both)')
     p = sub.add_parser('trees', parents=common, help='NAACL Algorithm 1, Fig. 4')
-    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL')
+    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS_OR_MODEL', help=INPUTS_HELP)
     p.add_argument('-i', '--index', type=int, help='only this sentence (0-based)')
     p.add_argument('--png', help='draw the tree of sentence -i (default 0)')
     p.add_argument('--out', default='-', help="brackets ('-' = stdout)")
     p.add_argument('--right-branching', action='store_true',
                    help="print the right-branching baseline's trees instead (and draw both)")
     p = sub.add_parser('parseval', parents=common, help='NAACL section 8.2')
-    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS PARSES')
+    p.add_argument('inputs', nargs='+', metavar='ALIGNMENTS PARSES',
+                   help='pairs: what translate.py --alignments wrote (or a model file), '
+                        'then the reference parses of its translations, one PTB '
+                        'bracketed parse a line')
     p.add_argument('--bpe', action='store_true',
                    help="merge '@@ ' subword units into the parses' words")
-    p.add_argument('--json')
-    p.add_argument('--csv')
+    p.add_argument('--json', help="the scores per input ('-' = stdout)")
+    p.add_argument('--csv', help="one row per input ('-' = stdout)")
     args = ap.parse_args(argv)
     if getattr(args, 'max_position', 1) < 1 or args.k < 1 or args.p < 1:
         ap.error('--max-position, -k and -p must be at least 1')

@@ -28,9 +28,10 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from machinery import cli  # noqa: E402  (first: without .venv, one line, machinery/__init__.py)
+
 import numpy  # noqa: E402
 
-from machinery import cli  # noqa: E402
 from machinery.text_io import InputError  # noqa: E402
 from machinery.training_log import read_training_log  # noqa: E402
 
@@ -145,7 +146,7 @@ def compare(reference_path, run_path, until=None, out=None):
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
     p.add_argument('reference', metavar='REFERENCE', help='the training log to compare with')
     p.add_argument('run', metavar='RUN', help="the re-run's training log")
     p.add_argument('--until', type=cli.positive_int, metavar='N',

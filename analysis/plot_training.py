@@ -105,7 +105,7 @@ def plot_logs(args):
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
     p.add_argument('logs', nargs='+', metavar='LOG', help='training logs (MODEL.log.jsonl)')
     p.add_argument('--png', required=True, help='the figure (PNG)')
     p.add_argument('--labels', help='comma-separated run names (default: the file names)')

@@ -437,7 +437,7 @@ def run_seeds(args):
 
 # ---------------------------------------------------------------- main
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
     p.add_argument('--out', default='demo_output', help='output folder (default demo_output/)')
     p.add_argument('--seeds', help='comma-separated seeds: one run each (data and '
                    'training seed), into OUT/seed-N, then mean and spread of each figure')
@@ -465,12 +465,17 @@ def parse_args(argv):
     g.add_argument('--train', type=cli.positive_int, default=20000, help='training pairs')
     g.add_argument('--dev', type=cli.positive_int, default=300, help='validation pairs')
     g.add_argument('--test', type=cli.positive_int, default=300, help='test pairs')
-    g.add_argument('--data-seed', type=int, default=1)
+    g.add_argument('--data-seed', type=int, default=1,
+                   help='seed of the toy corpus (default %(default)s)')
     g.add_argument('--seed', type=int, default=1234, help='training seed (every model)')
-    g.add_argument('--dim_word', type=cli.positive_int, default=64)
-    g.add_argument('--dim', type=cli.positive_int, default=64)
-    g.add_argument('--batch_size', type=cli.positive_int, default=128)
-    g.add_argument('--optimizer', default='adadelta')
+    g.add_argument('--dim_word', type=cli.positive_int, default=64,
+                   help='word embedding size (default %(default)s)')
+    g.add_argument('--dim', type=cli.positive_int, default=64,
+                   help='recurrent state size (default %(default)s)')
+    g.add_argument('--batch_size', type=cli.positive_int, default=128,
+                   help='sentences per update (default %(default)s)')
+    g.add_argument('--optimizer', default='adadelta',
+                   help="nmt.py's --optimizer (default %(default)s, the papers')")
     g.add_argument('--init', default='dl4mt', choices=('glorot+unigram', 'glorot',
                                                       'dl4mt+unigram', 'dl4mt'),
                    help="nmt.py's --init (default: the original's, as the papers' "
@@ -479,8 +484,10 @@ def parse_args(argv):
                    help='learning rate (unused by adadelta)')
     g.add_argument('--clip_c', type=float, default=-1.0,
                    help='gradient norm clipping (<= 0: none)')
-    g.add_argument('--disp-every', type=cli.positive_int, default=100)
-    g.add_argument('--beam', type=cli.positive_int, default=5)
+    g.add_argument('--disp-every', type=cli.positive_int, default=100,
+                   help='updates between progress lines (default %(default)s)')
+    g.add_argument('--beam', type=cli.positive_int, default=5,
+                   help='beam size of the test translations (default %(default)s)')
     g.add_argument('--examples', type=int, default=4, help='translations shown')
     g.add_argument('--figure-sentence', type=int,
                    help='test sentence of the attention figure (default: chosen)')

@@ -67,19 +67,26 @@ def _cmd_parse(args):
 
 
 def main(argv=None):
-    ap = cli.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = cli.ArgumentParser(description=cli.summary(__doc__))
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=cli.ArgumentParser)
     g = sub.add_parser("generate", help="write train/dev/test .src/.trg files")
-    g.add_argument("--out", required=True)
-    g.add_argument("--train", type=int, default=20000)
-    g.add_argument("--dev", type=int, default=500)
-    g.add_argument("--test", type=int, default=500)
-    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--out", required=True,
+                   help="folder of train.src, train.trg, dev.* and test.*")
+    g.add_argument("--train", type=int, default=20000,
+                   help="training pairs (default %(default)s, the demo's)")
+    g.add_argument("--dev", type=int, default=500, help="validation pairs (default %(default)s)")
+    g.add_argument("--test", type=int, default=500, help="test pairs (default %(default)s)")
+    g.add_argument("--seed", type=int, default=1,
+                   help="seed of the sentences drawn (default %(default)s)")
     a = sub.add_parser("agreement", help="score subject-verb agreement of a hypothesis")
-    a.add_argument("--src", required=True)
-    a.add_argument("--hyp", required=True)
-    a.add_argument("--ref")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--src", required=True, help="the source sentences (test.src)")
+    a.add_argument("--hyp", required=True,
+                   help="their translations, one a line, aligned with --src")
+    a.add_argument("--ref",
+                   help="the references (test.trg): also their agreement and the share of "
+                        "exact matches")
+    a.add_argument("--json", action="store_true",
+                   help="print the figures as one JSON object instead of a line")
     r = sub.add_parser("parse", help="Penn Treebank parses of target sentences")
     r.add_argument("--trg", required=True, help="reference or hypothesis file")
     args = ap.parse_args(argv)

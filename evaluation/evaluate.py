@@ -39,13 +39,14 @@ import math
 import os
 import sys
 
-import numpy
-
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from machinery import bleu
-from machinery import cli
+from machinery import cli  # noqa: E402  (first: without .venv, one line, machinery/__init__.py)
+
+import numpy  # noqa: E402
+
+from machinery import bleu  # noqa: E402
 from machinery.model_io import write_json
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines
@@ -231,24 +232,38 @@ def describe(args):
 def parse_args(argv):
     p = cli.ArgumentParser(
         description='BLEU with significance tests; the first SYSTEM is the baseline. '
-        'A system is "significantly better" when its BLEU is higher and p < %g.' % ALPHA)
-    p.add_argument('--ref', required=True, help='reference translation, one line a sentence')
-    p.add_argument('--tokenized', action='store_true',
-                   help='multi-bleu.perl BLEU on tokenised text (default: sacreBLEU '
-                   'on detokenised text)')
-    p.add_argument('--lang', default=None, help='target language (zh: sacreBLEU zh tokeniser)')
-    p.add_argument('--lowercase', action='store_true', help='case-insensitive (multi-bleu -lc)')
-    p.add_argument('--bootstrap', type=int, default=1000,
-                   help='resamples of sacrebleu\'s paired bootstrap (0: none). Its p-value '
-                   'is two-sided, as Moses\' bootstrap-hypothesis-difference-significance: '
-                   'the share of resamples whose mean-centred |BLEU difference| exceeds the '
-                   'observed one, (count + 1) / (resamples + 1); it does not say which '
-                   'system is better')
-    p.add_argument('--seed', type=int, default=1,
-                   help='bootstrap seed, >= 1 (passed to sacrebleu as SACREBLEU_SEED)')
-    p.add_argument('--markdown', action='store_true')
-    p.add_argument('--json', metavar='FILE', help='also write the results as JSON')
-    p.add_argument('systems', nargs='+', metavar='SYSTEM')
+        'A system is "significantly better" when its BLEU is higher and p < %g. The usual '
+        'case on tokenised output: evaluate.py --tokenized --lowercase --ref REF BASELINE '
+        'OTHER.' % ALPHA)
+    texts = p.add_argument_group('what is compared')
+    texts.add_argument('systems', nargs='+', metavar='SYSTEM',
+                       help='translations, one line per reference line; the first is the '
+                            'baseline the others are tested against')
+    texts.add_argument('--ref', required=True,
+                       help='reference translation, one line a sentence')
+    bleu = p.add_argument_group('BLEU')
+    bleu.add_argument('--tokenized', action='store_true',
+                      help='multi-bleu.perl BLEU on tokenised text (default: sacreBLEU '
+                      'on detokenised text)')
+    bleu.add_argument('--lang', default=None,
+                      help='target language (zh: sacreBLEU zh tokeniser)')
+    bleu.add_argument('--lowercase', action='store_true',
+                      help='case-insensitive (multi-bleu -lc)')
+    tests = p.add_argument_group('significance')
+    tests.add_argument('--bootstrap', type=int, default=1000,
+                       help='resamples of sacrebleu\'s paired bootstrap (0: none; default '
+                       '1000). Its p-value is two-sided, as Moses\' '
+                       'bootstrap-hypothesis-difference-significance: the share of '
+                       'resamples whose mean-centred |BLEU difference| exceeds the '
+                       'observed one, (count + 1) / (resamples + 1); it does not say '
+                       'which system is better')
+    tests.add_argument('--seed', type=int, default=1,
+                       help='bootstrap seed, >= 1 (passed to sacrebleu as SACREBLEU_SEED; '
+                            'default 1)')
+    out = p.add_argument_group('output')
+    out.add_argument('--markdown', action='store_true',
+                     help='print the results as a Markdown table instead of plain text')
+    out.add_argument('--json', metavar='FILE', help='also write the results as JSON')
     args = p.parse_args(argv)
     if args.bootstrap < 0:
         p.error('--bootstrap must be >= 0')

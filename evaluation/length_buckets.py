@@ -90,13 +90,13 @@ def parse_args(argv):
     p.add_argument('--source', required=True, help='the source sentences (lengths)')
     p.add_argument('--tokenized', action='store_true',
                    help="multi-bleu.perl's BLEU on tokenised text (default: sacreBLEU)")
-    p.add_argument('--lowercase', action='store_true')
+    p.add_argument('--lowercase', action='store_true', help='case-insensitive BLEU')
     p.add_argument('--lang', default=None, help="target language (sacreBLEU's zh tokeniser for zh)")
     p.add_argument('--edges', default=','.join(map(str, DEFAULT_EDGES)),
                    help='upper bounds of the length groups (default: %(default)s)')
     p.add_argument('--labels', default=None, help='comma-separated names of the systems')
-    p.add_argument('--png', default=None)
-    p.add_argument('--json', default=None)
+    p.add_argument('--png', default=None, help='also draw the figure (PNG)')
+    p.add_argument('--json', default=None, help='also write the table as JSON')
     args = p.parse_args(argv)
     try:
         args.edges = tuple(int(e) for e in args.edges.split(','))

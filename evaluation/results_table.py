@@ -196,7 +196,9 @@ def plot(path, pairs, decoders, by_key, title):
 
 def main(argv=None):
     p = cli.ArgumentParser(description='Table 1-style results from finished runs.')
-    p.add_argument('runs', nargs='*', metavar='RUN_DIR')
+    p.add_argument('runs', nargs='*', metavar='RUN_DIR',
+                   help='the folders of train_*.sh runs (runs/PAIR/DECODER, each with its '
+                        'bleu.json), or a folder above them: runs alone finds them all')
     p.add_argument('--evaluate-json', action='append', default=[], metavar='PAIR=FILE',
                    help='BLEU scores from evaluation/evaluate.py --json')
     p.add_argument('--detok', action='store_true',

@@ -23,9 +23,10 @@ if __name__ == '__main__':
     # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from machinery import cli  # noqa: E402  (first: without .venv, one line, machinery/__init__.py)
+
 import numpy as np  # noqa: E402
 
-from machinery import cli  # noqa: E402
 from machinery import theano_env  # noqa: E402
 from demo import demo  # noqa: E402
 from machinery.text_io import read_lines  # noqa: E402
@@ -35,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_args(argv):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
     p.add_argument('--device', default='opencl0:0', help='the GPU device (default %(default)s)')
     p.add_argument('--model', default='baseline',
                    help='decoder variant of layers.VARIANTS (default %(default)s)')

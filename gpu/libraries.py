@@ -229,8 +229,11 @@ def make_links(dest, plan):
 
 
 def main(argv=None):
-    p = cli.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('command', choices=['link', 'link-opencl', 'pins'])
+    p = cli.ArgumentParser(description=cli.summary(__doc__))
+    p.add_argument('command', choices=['link', 'link-opencl', 'pins'],
+                   help='link: the CUDA libraries under the bare names libgpuarray '
+                        'loads; link-opencl: the OpenCL loader and CLBlast; pins: the pip '
+                        'pins of NVRTC and cuBLAS for this driver')
     p.add_argument('--dest', default=os.path.join(sys.prefix, 'lib'),
                    help='folder of the links (default: %(default)s)')
     p.add_argument('--search', action='append', default=[],

@@ -32,9 +32,15 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2} OMP_NUM_THREADS=${OMP_NUM
 py=.venv/bin/python
 start=$(date +%s)
 
-stamped() {  # each line with the time it came (the lanes' logs side by side)
+stamped() {  # each line with the time it came (the lanes' logs side by side),
+    # files named relative to the repository or ~ (a log names no folder of
+    # the machine: tests/test_docs.py)
     local line
-    while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done
+    while IFS= read -r line; do
+        line=${line//"$PWD/"/}
+        line=${line//"$HOME/"/"~/"}
+        printf '%(%H:%M:%S)T %s\n' -1 "$line"
+    done
 }
 
 # run LOG DEVICE ARGS...: `python ARGS` on DEVICE (cuda or cpu, each with a

@@ -46,7 +46,6 @@ from collections import OrderedDict
 import numpy
 import theano
 import theano.tensor as tensor
-from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
 from machinery import cli
 from machinery import distributed
@@ -81,7 +80,8 @@ DEFAULT_OPTIONS = OrderedDict([
     ('reload_', False), ('overwrite', False),
     # additions (n_words -1: the dictionary's size)
     ('residual', 'none'), ('att_scoring', 'content'), ('tie_embeddings', False),
-    ('shuffle_each_epoch', True), ('seed', 1234), ('reload_model_only', False),
+    ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
+    ('reload_model_only', False),
 ])
 # what a reloaded model keeps from its saved options
 ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
@@ -199,7 +199,7 @@ def _readout_input(tparams, options, emb, states, mask=None, carry=None):
 def build_model(tparams, options):
     """The training graph: (trng, use_noise, y, y_mask, dec, logit, cost)
     with cost the per-sentence -log p (eos included)."""
-    trng = RandomStreams(1234)
+    trng = nmt.noise_stream(options)
     use_noise = theano.shared(numpy.float32(0.))
     y = tensor.matrix('y', dtype='int64')
     y_mask = tensor.matrix('y_mask', dtype='float32')
@@ -498,19 +498,23 @@ def _train_parser(sub):
 
 
 def parse_args(argv):
-    parser = cli.ArgumentParser(prog='lm.py', description=__doc__.split('\n\n')[0])
+    parser = cli.ArgumentParser(prog='lm.py', description=cli.summary(__doc__))
     sub = parser.add_subparsers(dest='command', required=True,
                                 parser_class=cli.ArgumentParser)
     _train_parser(sub)
     e = sub.add_parser('eval', help='perplexity of a text file')
-    e.add_argument('--model', required=True)
-    e.add_argument('--batch_size', type=int, default=32)
-    e.add_argument('file')
+    e.add_argument('--model', required=True, help='the model file of lm.py train')
+    e.add_argument('--batch_size', type=int, default=32,
+                   help='sentences scored at once (default %(default)s)')
+    e.add_argument('file', metavar='FILE',
+                   help='text, one tokenised sentence a line, as the training data')
     s = sub.add_parser('sample', help='sentences drawn from a model')
-    s.add_argument('--model', required=True)
+    s.add_argument('--model', required=True, help='the model file of lm.py train')
     s.add_argument('-n', type=cli.positive_int, default=5, help='number of sentences')
-    s.add_argument('--maxlen', type=cli.positive_int, default=100)
-    s.add_argument('--seed', type=int, default=1234)
+    s.add_argument('--maxlen', type=cli.positive_int, default=100,
+                   help='longest sentence drawn, in tokens (default %(default)s)')
+    s.add_argument('--seed', type=int, default=1234,
+                   help='seed of the draws (default %(default)s)')
     sub.add_parser('configs', help="the papers' sizes and parameter counts")
     return vars(parser.parse_args(argv))
 

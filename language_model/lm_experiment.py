@@ -261,24 +261,42 @@ def plot(results, args, path):
 
 
 def parse_args(argv):
-    ap = cli.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--out', default='lm_experiment_output')
-    ap.add_argument('--plot', default=os.path.join('docs', 'lm_experiment.png'))
-    ap.add_argument('--train', type=cli.positive_int, default=20000, help='training sentences')
-    ap.add_argument('--dev', type=cli.positive_int, default=500)
-    ap.add_argument('--test', type=cli.positive_int, default=1000)
-    ap.add_argument('--updates', type=cli.positive_int, default=4000)
-    ap.add_argument('--valid-freq', type=cli.positive_int, default=200)
-    ap.add_argument('--encoder', default='lstm', choices=tuple(lm.layers.RECURRENT))
-    ap.add_argument('--dim_word', type=int, default=32)
-    ap.add_argument('--dim', type=int, default=64)
-    ap.add_argument('--batch_size', type=int, default=32)
-    ap.add_argument('--lrate', type=float, default=0.002)
-    ap.add_argument('--seeds', type=int, nargs='+', default=[1234],
-                    help='one training per variant and seed')
-    ap.add_argument('--corpus-seed', type=int, default=1)
-    ap.add_argument('--variants', nargs='+', default=list(VARIANTS)[:3],
-                    choices=list(VARIANTS))
+    ap = cli.ArgumentParser(description=cli.summary(__doc__))
+    out = ap.add_argument_group('output')
+    out.add_argument('--out', default='lm_experiment_output',
+                     help='folder of the corpus, the runs\' logs, results.json and '
+                          'results.md (default %(default)s)')
+    out.add_argument('--plot', default=os.path.join('docs', 'lm_experiment.png'),
+                     help='the figure (default %(default)s, the one in the docs)')
+    corpus = ap.add_argument_group('the toy corpus')
+    corpus.add_argument('--train', type=cli.positive_int, default=20000,
+                        help='training sentences (default %(default)s)')
+    corpus.add_argument('--dev', type=cli.positive_int, default=500,
+                        help='validation sentences (default %(default)s)')
+    corpus.add_argument('--test', type=cli.positive_int, default=1000,
+                        help='test sentences (default %(default)s)')
+    corpus.add_argument('--corpus-seed', type=int, default=1,
+                        help='seed of the sentences drawn (default %(default)s)')
+    runs = ap.add_argument_group('the runs (the defaults are docs/language_model.md\'s)')
+    runs.add_argument('--variants', nargs='+', default=list(VARIANTS)[:3],
+                      choices=list(VARIANTS),
+                      help='the models compared (default: %(default)s)')
+    runs.add_argument('--seeds', type=int, nargs='+', default=[1234],
+                      help='one training per variant and seed (default 1234)')
+    runs.add_argument('--updates', type=cli.positive_int, default=4000,
+                      help='updates of every run (default %(default)s)')
+    runs.add_argument('--valid-freq', type=cli.positive_int, default=200,
+                      help='updates between validations (default %(default)s)')
+    runs.add_argument('--encoder', default='lstm', choices=tuple(lm.layers.RECURRENT),
+                      help='the recurrent layer (default %(default)s)')
+    runs.add_argument('--dim_word', type=int, default=32,
+                      help='word embedding size (default %(default)s)')
+    runs.add_argument('--dim', type=int, default=64,
+                      help='recurrent state size (default %(default)s)')
+    runs.add_argument('--batch_size', type=int, default=32,
+                      help='sentences per update (default %(default)s)')
+    runs.add_argument('--lrate', type=float, default=0.002,
+                      help='Adam\'s learning rate (default %(default)s)')
     return ap.parse_args(argv)
 
 

@@ -221,3 +221,9 @@ class ArgumentParser(argparse.ArgumentParser):
             if other in self._option_string_actions:
                 return other + equals + value
         return arg
+
+
+def summary(doc):
+    """A command's --help description from its module docstring: the first
+    paragraph, on one line (a first line alone may stop mid-sentence)."""
+    return ' '.join(doc.strip().split('\n\n')[0].split())

@@ -21,7 +21,9 @@ nmt.py and language_model/lm.py append an event at each step of a run:
   line, without its ``error:``).
 
 Every event has ``event``, ``uidx``, ``epoch`` and ``time`` (seconds since
-the epoch).  A resumed run appends to the same file.  Each line is written
+the epoch).  Its messages name files relative to the run's folder (the
+model's), or to the folder the command ran in: a log says nothing of the
+machine's folders, and reads the same wherever it is copied.  A resumed run appends to the same file.  Each line is written
 by one ``write`` call and flushed, so a reader (demo/demo.py, analysis/
 plot_training.py) sees whole lines, except perhaps a last one being written.
 
@@ -33,6 +35,7 @@ with one warning.
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -44,6 +47,20 @@ STOP_REASONS = ('finish_after', 'max_epochs', 'early_stop', 'bleu_early_stop',
                 'stop_file', 'signal', 'nan_cost')
 
 
+class RelativePaths(object):
+    """Called with a string: the string with each absolute path under one
+    of ``folders`` (the first that holds it) named relative to that folder;
+    any other value unchanged."""
+
+    def __init__(self, folders):
+        folders = [f.rstrip(os.sep) + os.sep for f in folders if f.rstrip(os.sep)]
+        # a folder where a path begins: not inside a longer path or word
+        self.pattern = re.compile(r'(?<![\w.~/-])(%s)' % '|'.join(map(re.escape, folders)))
+
+    def __call__(self, value):
+        return self.pattern.sub('', value) if isinstance(value, str) else value
+
+
 def log_path(saveto):
     return saveto + '.log.jsonl'
 
@@ -53,6 +70,8 @@ class TrainingLog(object):
 
     def __init__(self, saveto):
         self.path = log_path(saveto)
+        self.relative = RelativePaths([os.path.dirname(os.path.abspath(self.path)),
+                                       os.getcwd()])
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as e:
@@ -64,7 +83,7 @@ class TrainingLog(object):
         """One line: ``event`` at the run's ``state`` (uidx, epoch), with ``fields``."""
         record = {'event': event, 'uidx': state.uidx, 'epoch': state.epoch,
                   'time': round(time.time(), 3)}
-        record.update((key, _plain(value)) for key, value in fields.items())
+        record.update((key, self.relative(_plain(value))) for key, value in fields.items())
         self._write_bytes((json.dumps(record) + '\n').encode('utf-8'))
 
     def _write_bytes(self, line):

@@ -55,8 +55,12 @@ OPTION_HELP = {
                       'Marian\'s) or dl4mt (0.01 * N(0,1), the original\'s), square ones '
                       'orthogonal in both; +unigram: the output bias starts at the log '
                       'word frequencies of the training targets (docs/training.md)'),
-    'seed': ('model', 'random seed of the initial parameters and the data order (the dropout '
-                      'noise is seeded with 1234, as in dl4mt)'),
+    'seed': ('model', 'random seed of the initial parameters, the data order and (unless '
+                      '--noise_seed is given) the dropout noise'),
+    'noise_seed': ('model', 'seed of the noise stream (dropout masks, sampled translations); '
+                            '0: derived from --seed (the default --seed 1234 gives 1234, '
+                            'dl4mt\'s fixed stream); --noise_seed 1234 keeps dl4mt\'s '
+                            'stream whatever --seed is; worker r of an MPI run adds r'),
     # data
     'maxlen': ('data', 'longest training sentence in tokens: longer pairs are skipped'),
     'batch_size': ('data', 'sentences per update'),
@@ -74,7 +78,6 @@ OPTION_HELP = {
                                 'is added to the cost (0: none)'),
     'alpha_c': ('optimisation', 'attention regulariser: pushes each source word\'s total '
                                 'attention towards 1 (0: none)'),
-    'diag_c': ('optimisation', 'unused, as in dl4mt (kept so that its command lines run)'),
     'max_epochs': ('optimisation', 'passes over the training data at most'),
     'finish_after': ('optimisation', 'stop after this many updates'),
     # validation
@@ -121,6 +124,26 @@ RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'di
                           'sampleFreq', 'saveFreq', 'overwrite', 'reload_model_only')
 
 
+# dl4mt's noise stream: MRG_RandomStream(1234), whatever the run's seed
+ORIGINAL_NOISE_SEED = 1234
+# MRG_RandomStream takes seeds 1 .. 2**30 (and below 2**31 - 21,069 with a
+# worker's rank added)
+NOISE_SEEDS = 2 ** 30
+
+
+def noise_seed(options, rank=0):
+    """The seed of worker ``rank``'s noise stream: ``--noise_seed``, or when
+    it is 0 (the default) ``--seed`` brought into 1 .. NOISE_SEEDS (--seed
+    1234 gives dl4mt's 1234); plus the rank.  InputError for a --noise_seed
+    out of that range."""
+    given = int(options.get('noise_seed', 0))
+    if not 0 <= given <= NOISE_SEEDS:
+        raise InputError('--noise_seed must be 0 (derived from --seed) or 1 to %d, not %d'
+                         % (NOISE_SEEDS, given))
+    seed = given or 1 + (int(options.get('seed', ORIGINAL_NOISE_SEED)) - 1) % NOISE_SEEDS
+    return seed + rank
+
+
 class OptionTable(object):
     """defaults: OrderedDict option -> default; choices: option -> the
     values it takes; architecture: the options a reloaded model keeps;
@@ -156,12 +179,13 @@ class OptionTable(object):
         return OrderedDict((name, parser.add_argument_group(name)) for name in GROUPS)
 
     def add_flags(self, groups, declared):
-        """A ``--KEY`` for every option not in ``declared`` (declared by hand),
-        in its group of ``groups`` (flag_groups), explained by OPTION_HELP
-        (updated by the table's own ``help``).  No flag has a default: what
-        ``parse_args`` returns is what was given."""
+        """A ``--KEY`` for every option not in ``declared`` (declared by hand)
+        and with more than one value, in its group of ``groups``
+        (flag_groups), explained by OPTION_HELP (updated by the table's own
+        ``help``).  No flag has a default: what ``parse_args`` returns is
+        what was given."""
         for key, default in self.defaults.items():
-            if key in declared:
+            if key in declared or len(self.choices.get(key, 'many')) == 1:
                 continue
             group, text = self.help.get(key, OPTION_HELP[key])
             flag = '--' + FLAG_NAMES.get(key, key)

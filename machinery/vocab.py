@@ -31,6 +31,14 @@ def words_to_ids(words, word_dict, n_words=-1):
     return ids
 
 
+def unk_beyond(ids, n_words):
+    """An id array with words_to_ids' rule applied in place: ids >= n_words
+    become UNK when n_words > 0 (None: no limit)."""
+    if n_words is not None and n_words > 0:
+        ids[ids >= n_words] = UNK
+    return ids
+
+
 def sentence_ids(line, word_dict, n_words=-1):
     """Ids of a whitespace-tokenised sentence followed by eos, as the sampler
     takes a source sentence."""

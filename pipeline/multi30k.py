@@ -347,7 +347,9 @@ def parse_args(argv):
     sub = parser.add_subparsers(dest='command', required=True,
                                 parser_class=cli.ArgumentParser)
     g = sub.add_parser('get', help='fetch and verify the raw files into DIR/raw')
-    g.add_argument('--out', required=True, metavar='DIR')
+    g.add_argument('--out', required=True, metavar='DIR',
+                   help='the data folder: the raw files go to DIR/raw (usual: '
+                        'data/multi30k)')
     g.add_argument('--base', default=BASE_URL, metavar='URL_OR_PATH',
                    help='the raw address of the dataset repository (default %s), or a '
                    'local copy: a directory or a file:// URL' % BASE_URL)
@@ -356,9 +358,14 @@ def parse_args(argv):
     g.add_argument('--no-checksum', dest='checksum', action='store_false',
                    help='do not compare SHA-256 checksums (a later version of the data)')
     p = sub.add_parser('prepare', help='raw files -> tokenised text, BPE, dictionaries')
-    p.add_argument('--raw', required=True, metavar='DIR/raw')
-    p.add_argument('--out', required=True, metavar='DIR')
-    p.add_argument('--bpe-merges', type=int, default=10000)
+    p.add_argument('--raw', required=True, metavar='DIR/raw',
+                   help='the raw files that "get" fetched (usual: data/multi30k/raw)')
+    p.add_argument('--out', required=True, metavar='DIR',
+                   help='where the tokenised text, the BPE\'d text, the BPE codes and '
+                        'the dictionaries go (usual: data/multi30k)')
+    p.add_argument('--bpe-merges', type=int, default=10000,
+                   help='merges of the joint English-German BPE (default 10000, the '
+                        'benchmark\'s)')
     p.add_argument('--jobs', type=cli.positive_int, default=1,
                    help='processes for tokenisation (default 1)')
     return parser.parse_args(argv)

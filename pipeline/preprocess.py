@@ -499,21 +499,28 @@ def parse_args(argv):
     sub = parser.add_subparsers(dest='command', required=True,
                                 parser_class=cli.ArgumentParser)
     p = sub.add_parser('prepare', help='raw parallel text -> model input')
-    p.add_argument('--src-lang', required=True)
-    p.add_argument('--trg-lang', required=True)
+    p.add_argument('--src-lang', required=True,
+                   help='the source language\'s code, the files\' suffix (es)')
+    p.add_argument('--trg-lang', required=True, help='the target language\'s code (en)')
     for name in SETS:
         p.add_argument('--' + name, required=True, metavar='PREFIX',
                        help='raw %s text: PREFIX.SRC_LANG and PREFIX.TRG_LANG' % name)
-    p.add_argument('--out', required=True, metavar='DIR')
-    p.add_argument('--bpe-merges', type=int, default=49500)
+    p.add_argument('--out', required=True, metavar='DIR',
+                   help='the prepared data\'s folder (data/es-en, say; README.md#prepare-'
+                        'the-data lists what goes there)')
+    p.add_argument('--bpe-merges', type=int, default=49500,
+                   help='BPE merges (default 49500; the papers do not give theirs)')
     g = p.add_mutually_exclusive_group()
     g.add_argument('--joint-bpe', dest='joint_bpe', action='store_true',
                    default=True, help='one BPE model for both sides (default)')
-    g.add_argument('--separate-bpe', dest='joint_bpe', action='store_false')
+    g.add_argument('--separate-bpe', dest='joint_bpe', action='store_false',
+                   help='one BPE model a side')
     p.add_argument('--vocab', type=int, default=50000,
                    help='dictionary size, eos and UNK included (default 50000)')
     p.add_argument('--zh-split', choices=('whitespace', 'chars'),
-                   default='whitespace')
+                   default='whitespace',
+                   help='Chinese: keep the text\'s own segmentation (whitespace, the '
+                        'default: the UN corpus comes segmented) or split CJK characters')
     p.add_argument('--jobs', type=int, default=1,
                    help='processes for tokenisation (default 1)')
     p.add_argument('--lowercase', action='store_true',
@@ -531,10 +538,12 @@ def parse_args(argv):
                    'data, units seen at least N times (subword-nmt --vocabulary-threshold)')
     q = sub.add_parser('postprocess', help='model output -> detokenised text '
                        '(stdin -> stdout)')
-    q.add_argument('--lang', required=True)
+    q.add_argument('--lang', required=True, help='the language of the text (its code)')
     q.add_argument('--model-dir', metavar='DIR',
                    help='prepared data directory (for its preprocess.json)')
-    q.add_argument('--zh-split', choices=('whitespace', 'chars'), default=None)
+    q.add_argument('--zh-split', choices=('whitespace', 'chars'), default=None,
+                   help='Chinese: how prepare split it (default: what preprocess.json '
+                        'of --model-dir says, else whitespace)')
     return parser.parse_args(argv)
 
 

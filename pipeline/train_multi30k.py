@@ -411,10 +411,14 @@ def parse_args(argv):
                         'MODEL_DIR/at-N/')
     p.add_argument('decoder', metavar='DECODER',
                    help='a decoder variant: baseline, mean, attentive, ...')
-    p.add_argument('seed', metavar='SEED', type=int)
+    p.add_argument('seed', metavar='SEED', type=int,
+                   help='nmt.py\'s --seed (docs/training.md#seeds); the table\'s runs '
+                        'are seeds 1, 2 and 3')
     p.add_argument('data_dir', metavar='DATA_DIR',
                    help='the output of pipeline/multi30k.py prepare')
-    p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
+    p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?',
+                   help='the run\'s folder: model, training log, translations, '
+                        'result.json (default: runs/multi30k/DECODER-seedSEED)')
     args = parse_with_extra(p, argv)
     if args.model_dir is None:
         args.model_dir = os.path.join('runs', 'multi30k', '%s-seed%d' % (args.decoder,

@@ -107,10 +107,15 @@ def parse_args(argv):
         description='Train one decoder on one language pair with the papers\' '
         'settings, then score the test set.')
     # a train_*.sh script gives these itself: its --help leaves them out
-    fixed = argparse.SUPPRESS if prog else None
-    p.add_argument('--src-lang', required=True, help=fixed)
-    p.add_argument('--trg-lang', required=True, help=fixed)
-    p.add_argument('--vocab', type=int, required=True, help=fixed)
+    def fixed(text):
+        return argparse.SUPPRESS if prog else text
+    p.add_argument('--src-lang', required=True,
+                   help=fixed('the source language\'s code, as in the file names (es)'))
+    p.add_argument('--trg-lang', required=True,
+                   help=fixed('the target language\'s code (en)'))
+    p.add_argument('--vocab', type=int, required=True,
+                   help=fixed('the vocabulary size of both sides (the papers: 50000; '
+                              'en-zh 25000)'))
     p.add_argument('--prog', default=None, help=argparse.SUPPRESS)
     p.add_argument('--dry-run', action='store_true',
                    help='print the commands and exit')
@@ -120,8 +125,12 @@ def parse_args(argv):
     p.add_argument('decoder', metavar='DECODER',
                    help='a decoder variant: baseline, mean, attentive, memory, '
                         'selfattn, or one with another scoring (attentive-dot, ...)')
-    p.add_argument('data_dir', metavar='DATA_DIR')
-    p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?')
+    p.add_argument('data_dir', metavar='DATA_DIR',
+                   help='the output of pipeline/preprocess.sh prepare (train, dev and '
+                        'test files, dictionaries)')
+    p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?',
+                   help='the run\'s folder: model, test translation, bleu.json '
+                        '(default: runs/PAIR/DECODER)')
     args = parse_with_extra(p, argv)
     args.pair = '%s-%s' % (args.src_lang, args.trg_lang)
     if args.model_dir is None:

@@ -564,15 +564,11 @@ def _compile_samplers(tparams, options):
     """dl4mt's sampler (the one-sentence search) and the batched one, and
     the seconds each took to compile."""
     import nmt
-    import theano
-    from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
     samplers, seconds = {}, {}
     for kind in ('single', 'batched'):
         log('compiling the %s sampler (f_init, f_next)' % kind)
         t0 = time.time()
-        samplers[kind] = nmt.build_sampler(tparams, options, RandomStreams(1234),
-                                           theano.shared(numpy.float32(0.)),
-                                           batched=kind == 'batched')
+        samplers[kind] = nmt.decoding_sampler(tparams, options, batched=kind == 'batched')
         seconds[kind] = round(time.time() - t0, 2)
         log('compiled in %.1f s' % seconds[kind])
     return samplers, seconds
@@ -743,63 +739,83 @@ def search_profiles(samplers, walls, full_path):
 
 def parse_args(argv):
     p = cli.ArgumentParser(
-        description='Training / translation speed on synthetic data.')
-    p.add_argument('mode', choices=['train', 'translate', 'allreduce'])
-    p.add_argument('--config', choices=list(CONFIGS), default='tiny')
-    p.add_argument('--decoder', default='baseline',
-                   help='baseline | mean | attentive | attentive-SCORING | memory | '
-                        'selfattn | all (default: baseline)')
-    p.add_argument('--updates', type=int, default=None,
-                   help='timed updates (default: tiny %d, paper %d)'
-                        % (DEFAULT_UPDATES['tiny'], DEFAULT_UPDATES['paper']))
-    p.add_argument('--sentences', type=int, default=None,
-                   help='timed sentences (default: tiny %d, paper %d)'
-                        % (DEFAULT_SENTENCES['tiny'], DEFAULT_SENTENCES['paper']))
-    p.add_argument('--original-style', action='store_true',
-                   help='train: f_grad_shared + f_update and allow_gc=True, as '
-                        'the original dl4mt-tutorial')
-    p.add_argument('--side-by-side', action='store_true',
-                   help='train: both styles in this process, the same batches, '
-                        'alternating, sharing the parameters (figures and '
-                        'their ratio; peak RSS is of both together)')
-    p.add_argument('--profile', nargs='?', const=True, default=None, metavar='FILE',
-                   help="Theano's profiler; prints the %d most expensive ops and "
-                        'their share (train: of the training function(s), scans '
-                        'included; translate: of f_next in each search); with FILE, '
-                        "also Theano's full summaries" % PROFILE_TOP)
-    p.add_argument('--batch-size', type=int, default=None,
-                   help='translate: sentences per batch of the batched search '
-                        '(default: translate.py\'s)')
-    p.add_argument('--processes', type=int, default=1,
-                   help='translate: also time the batched search in this many worker '
-                        'processes (sentences_per_sec_processes); with --model, the '
-                        'search runs in them (and Marian on threads x processes threads)')
-    p.add_argument('--seed', type=int, default=1234)
-    p.add_argument('--threads', type=int, default=None,
-                   help='BLAS and OpenMP threads of this process (and of Marian with '
-                        '--marian; default: every core)')
-    p.add_argument('--marian', action='store_true',
-                   help='train: also Marian (--type amun, the same batches, model, '
-                        'optimiser and threads; installed from the pymarian wheel into '
-                        '.venv-marian) and the ratio of words/s; translate --model: '
-                        'also Marian\'s decoder on the same model')
-    p.add_argument('--model', metavar='MODEL.npz',
-                   help='translate: a trained model instead of a random one: its '
-                        'batched search over --source (every line unless --sentences), '
-                        'beside Marian\'s decoder with --marian (baseline decoder only)')
-    p.add_argument('--source', metavar='FILE', help='translate --model: the sentences')
-    p.add_argument('--dictionaries', nargs=2, metavar=('SOURCE.pkl', 'TARGET.pkl'),
-                   help='translate --model: the model\'s dictionaries')
-    p.add_argument('--marian-mini-batches', default='1,16,64', metavar='N,N',
-                   help='translate --model --marian: Marian\'s mini-batch sizes tried '
-                        '(default 1,16,64)')
-    p.add_argument('--workers', type=int, default=1,
-                   help='train: also N MPI workers (mpirun) sharing the cores, and the '
-                        'ratio of their words/s to one process\'s')
-    p.add_argument('--floats', type=int, default=PAPER_PARAMETERS,
-                   help='allreduce: float32 values summed (default %d, the papers\' '
-                        'baseline)' % PAPER_PARAMETERS)
-    p.add_argument('--repeats', type=int, default=5, help='allreduce: timed sums')
+        description='Training and translation speed on synthetic data, for every decoder '
+                    '(docs/speed.md). The usual case: benchmark.py train --config '
+                    'multi30k --updates 40 (one thread: --threads 1).')
+    p.add_argument('mode', choices=['train', 'translate', 'allreduce'],
+                   help='train: words/s of training updates; translate: sentences/s of '
+                        'the one-sentence and the batched beam search; allreduce: the '
+                        'MPI sum of the gradients alone (under mpirun)')
+    what = p.add_argument_group('the model and the data')
+    what.add_argument('--config', choices=list(CONFIGS), default='tiny',
+                      help='model size and batch: tiny (seconds, for checks), mid (the '
+                           'papers\' shape at a quarter of the work), paper (the papers\' '
+                           'settings), multi30k (train_multi30k.sh\'s model) (default tiny)')
+    what.add_argument('--decoder', default='baseline',
+                      help='baseline | mean | attentive | attentive-SCORING | memory | '
+                           'selfattn | all (default: baseline)')
+    what.add_argument('--seed', type=int, default=1234,
+                      help='seed of the random parameters and batches (default 1234; '
+                           'the same seed gives the same batches to compare runs)')
+    what.add_argument('--updates', type=int, default=None,
+                      help='train: timed updates (default: tiny %d, paper %d)'
+                           % (DEFAULT_UPDATES['tiny'], DEFAULT_UPDATES['paper']))
+    what.add_argument('--sentences', type=int, default=None,
+                      help='translate: timed sentences (default: tiny %d, paper %d)'
+                           % (DEFAULT_SENTENCES['tiny'], DEFAULT_SENTENCES['paper']))
+    how = p.add_argument_group('how it runs')
+    how.add_argument('--threads', type=int, default=None,
+                     help='BLAS and OpenMP threads of this process (and of Marian with '
+                          '--marian; default: every core)')
+    how.add_argument('--profile', nargs='?', const=True, default=None, metavar='FILE',
+                     help="Theano's profiler; prints the %d most expensive ops and "
+                          'their share (train: of the training function(s), scans '
+                          'included; translate: of f_next in each search); with FILE, '
+                          "also Theano's full summaries" % PROFILE_TOP)
+    train = p.add_argument_group('train')
+    train.add_argument('--original-style', action='store_true',
+                       help='f_grad_shared + f_update and allow_gc=True, as the original '
+                            'dl4mt-tutorial')
+    train.add_argument('--side-by-side', action='store_true',
+                       help='both styles in this process, the same batches, alternating, '
+                            'sharing the parameters (figures and their ratio; peak RSS '
+                            'is of both together)')
+    train.add_argument('--workers', type=int, default=1,
+                       help='also N MPI workers (mpirun) sharing the cores, and the ratio '
+                            'of their words/s to one process\'s (default 1: none)')
+    train.add_argument('--marian', action='store_true',
+                       help='also Marian (--type amun, the same batches, model, optimiser '
+                            'and threads; installed from the pymarian wheel into '
+                            '.venv-marian) and the ratio of words/s; translate --model: '
+                            'also Marian\'s decoder on the same model')
+    translate = p.add_argument_group('translate')
+    translate.add_argument('--batch-size', type=int, default=None,
+                           help='sentences per batch of the batched search (default: '
+                                'translate.py\'s)')
+    translate.add_argument('--processes', type=int, default=1,
+                           help='also time the batched search in this many worker '
+                                'processes (sentences_per_sec_processes); with --model, '
+                                'the search runs in them (and Marian on threads x '
+                                'processes threads) (default 1)')
+    translate.add_argument('--model', metavar='MODEL.npz',
+                           help='a trained model instead of a random one: its batched '
+                                'search over --source (every line unless --sentences), '
+                                'beside Marian\'s decoder with --marian (baseline decoder '
+                                'only)')
+    translate.add_argument('--source', metavar='FILE',
+                           help='with --model: the sentences, tokenised as its training '
+                                'data')
+    translate.add_argument('--dictionaries', nargs=2, metavar=('SOURCE.pkl', 'TARGET.pkl'),
+                           help='with --model: the model\'s dictionaries')
+    translate.add_argument('--marian-mini-batches', default='1,16,64', metavar='N,N',
+                           help='with --model --marian: Marian\'s mini-batch sizes tried '
+                                '(default 1,16,64)')
+    allreduce = p.add_argument_group('allreduce')
+    allreduce.add_argument('--floats', type=int, default=PAPER_PARAMETERS,
+                           help='float32 values summed (default %d, the papers\' '
+                                'baseline)' % PAPER_PARAMETERS)
+    allreduce.add_argument('--repeats', type=int, default=5,
+                           help='timed sums (default 5)')
     args = p.parse_args(argv)
     if args.decoder != 'all':
         try:

@@ -130,9 +130,11 @@ def test_gen_sample_by_hand(nmt_module, k):
                                             trng=None, k=k, maxlen=30, stochastic=False,
                                             argmax=False)
     _check(samples, scores, k)
+    # the translation: the first of the ranked list, as translate.py picks it
+    hyps = beam_search.beam_search(f_init, f_next, _x(), k, 30)
     best_raw, best_norm = EXPECTED_BEST[k]
-    assert samples[beam_search.best_hypothesis(samples, scores, False)] == best_raw
-    assert samples[beam_search.best_hypothesis(samples, scores, True)] == best_norm
+    assert list(beam_search.ranked(hyps, False)[0][0].words) == best_raw
+    assert list(beam_search.ranked(hyps, True)[0][0].words) == best_norm
 
 
 def test_maxlen_leaves_unfinished_hypotheses(nmt_module):

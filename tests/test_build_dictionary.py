@@ -113,4 +113,5 @@ def test_cli_errors_write_nothing(tmp_path, case):
 
 def test_cli_no_arguments():
     out = run_cli()
-    assert out.returncode == 1 and 'Usage' in out.stderr
+    assert out.returncode == 2 and 'FILE' in out.stderr
+    assert out.stderr.startswith('error: the following arguments are required')

@@ -265,7 +265,7 @@ def test_killed_worker_ends_the_run_and_the_checkpoint_resumes(corpus):
         # a parameter), as one process writes them
         n_params = len([k for k in f.files if k.startswith('param__')])
         assert len([k for k in f.files if k.startswith('optim__')]) == 2 * n_params
-        # each worker's own dropout stream (seed 1234 + rank)
+        # each worker's own dropout stream (noise seed + rank)
         assert not numpy.array_equal(f['rng__0'], f['rng_worker1__0'])
 
     (corpus / 'killed_worker.py').write_text(KILLED_WORKER)

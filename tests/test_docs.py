@@ -137,7 +137,99 @@ def test_no_file_names_paths_outside_the_clone():
     assert not found, '; '.join(found)
 
 
+# -- committed logs and results ---------------------------------------------------
+
+# the folders of a machine that a log or a result may name (built from pieces,
+# as FORBIDDEN): a run's folder, a home, a temporary folder
+MACHINE_FOLDERS = ['/' + name + '/' for name in ('work', 'root', 'home', 'tmp')]
+# what a run writes: logs, results, translations
+OUTPUT_SUFFIXES = ('.log', '.jsonl', '.json', '.tok', '.out', '.csv', '.txt')
+# docs/multi30k/ holds the Multi30k runs' outputs (the integrator's)
+MULTI30K = os.path.join('docs', 'multi30k') + os.sep
+
+
+def committed_outputs(inside_multi30k):
+    """The committed logs and results (files under docs/ with an output's
+    suffix): those in docs/multi30k/, or the others."""
+    out = []
+    for path in project_files():
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith('docs' + os.sep) and rel.endswith(OUTPUT_SUFFIXES) and \
+                rel.startswith(MULTI30K) == inside_multi30k:
+            out.append(path)
+    return out
+
+
+@pytest.mark.parametrize('inside_multi30k', [False, True],
+                         ids=['docs', 'docs/multi30k'])
+def test_committed_logs_name_no_folder_of_a_machine(inside_multi30k):
+    """A committed log or result names files relative to its run's folder or
+    the repository (training_log.RelativePaths), never a folder of the machine
+    it ran on."""
+    outputs = committed_outputs(inside_multi30k)
+    assert outputs
+    found = []
+    for path in outputs:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            for number, line in enumerate(f, 1):
+                hits = [folder for folder in MACHINE_FOLDERS if folder in line]
+                if hits:
+                    found.append('%s:%d names %s' % (os.path.relpath(path, ROOT), number,
+                                                     ', '.join(hits)))
+                    break
+    assert not found, '; '.join(found)
+
+
 def test_readme_is_an_entry_point():
     with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
         lines = f.read().split('\n')
     assert len(lines) <= 300, 'README.md has %d lines: details belong in docs/' % len(lines)
+
+
+# -- the repairs of Theano that the documents name ------------------------------
+
+REPAIR_TABLE_ROW = re.compile(r'^\| ((?:`[a-z0-9_*]+`(?:, )?)+) \|', re.M)
+REPAIR_NAME = re.compile(r'`([a-z0-9_*]+)`')
+
+
+def repair_names(patterns):
+    """The repairs of theano_repairs.REPAIRS that each name or pattern
+    ('lifters_take_fgraph_*') stands for: {pattern: [names]}."""
+    import fnmatch
+    from machinery import theano_repairs
+    names = [r.name for r in theano_repairs.REPAIRS]
+    return {p: fnmatch.filter(names, p) for p in patterns}
+
+
+def check_named_repairs(patterns, where, every=False):
+    """Each pattern names a repair; with ``every``, each repair is named."""
+    from machinery import theano_repairs
+    found = repair_names(patterns)
+    unknown = sorted(p for p, names in found.items() if not names)
+    assert not unknown, '%s names repairs that theano_repairs.REPAIRS has not: %s' % (
+        where, ', '.join(unknown))
+    if every:
+        named = set(n for names in found.values() for n in names)
+        missing = [r.name for r in theano_repairs.REPAIRS if r.name not in named]
+        assert not missing, '%s lacks the repairs %s' % (where, ', '.join(missing))
+
+
+def test_the_repair_table_of_gpu_md_is_the_list_of_repairs():
+    """docs/gpu.md's table has a row for every repair of
+    machinery/theano_repairs.py, and no row for one that is not there."""
+    with open(os.path.join(DOCS, 'gpu.md'), encoding='utf-8') as f:
+        text = f.read()
+    table = text[text.index('| repair | what goes wrong without it |'):]
+    table = table[:table.index('\n\n')]
+    patterns = [n for row in REPAIR_TABLE_ROW.findall(table) for n in REPAIR_NAME.findall(row)]
+    assert len(patterns) > 20
+    check_named_repairs(patterns, 'docs/gpu.md', every=True)
+
+
+def test_requirements_name_repairs_that_exist():
+    with open(os.path.join(ROOT, 'requirements.txt'), encoding='utf-8') as f:
+        text = f.read().replace('\n#', '')
+    named = re.findall(r'theano_repairs\.py:\s*([^)]*)\)', text)
+    patterns = [p.strip() for group in named for p in group.split(',')]
+    assert patterns
+    check_named_repairs(patterns, 'requirements.txt')

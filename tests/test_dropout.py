@@ -85,3 +85,67 @@ def test_the_rates_are_training_options_not_the_models(nmt_module):
     not architecture options that --reload or translate.py keep)."""
     for name in RATES:
         assert name not in nmt_module.ARCHITECTURE_OPTIONS
+
+
+# -- the noise stream's seed (--seed, --noise_seed) ----------------------------
+
+def test_the_noise_seed_follows_seed_unless_given():
+    """--noise_seed 0 (the default) takes --seed's value (the default
+    --seed 1234: dl4mt's stream), brought into MRG's 1 .. 2**30; a given
+    --noise_seed wins; worker r adds r; out of range is refused."""
+    from machinery.text_io import InputError
+    from machinery.training_options import NOISE_SEEDS, ORIGINAL_NOISE_SEED, noise_seed
+    assert noise_seed({'seed': 1234, 'noise_seed': 0}) == ORIGINAL_NOISE_SEED == 1234
+    assert noise_seed({'seed': 7, 'noise_seed': 0}) == 7
+    assert noise_seed({'seed': 7, 'noise_seed': 0}, rank=3) == 10
+    assert noise_seed({'seed': 7, 'noise_seed': 1234}, rank=1) == 1235
+    assert noise_seed({'seed': 0, 'noise_seed': 0}) == NOISE_SEEDS
+    assert noise_seed({'seed': NOISE_SEEDS + 5, 'noise_seed': 0}) == 5
+    for bad in (-1, NOISE_SEEDS + 1):
+        with pytest.raises(InputError, match='--noise_seed must be 0'):
+            noise_seed({'seed': 7, 'noise_seed': bad})
+
+
+def test_reseeding_a_stream_gives_the_stream_of_that_seed(nmt_module):
+    """The training loop reseeds every worker's stream (Compiled.seed_noise),
+    also rank 0 under the default seeds: seed(1234) must give the draws of
+    the stream built with 1234 (dl4mt's, the fixtures'), and another seed
+    others."""
+    import theano
+    from machinery import training_options
+
+    def draws(stream):
+        f = theano.function([], [stream.uniform((5, 4)), stream.binomial((3,), p=0.5)],
+                            mode='FAST_COMPILE')
+        return [a.copy() for a in f()]
+    built = draws(nmt_module.noise_stream({'seed': 1234}))
+    other = nmt_module.noise_stream({'seed': 7})
+    f = theano.function([], [other.uniform((5, 4)), other.binomial((3,), p=0.5)],
+                        mode='FAST_COMPILE')
+    assert not np.array_equal(f()[0], built[0])
+    other.seed(training_options.noise_seed({'seed': 99, 'noise_seed': 1234}))
+    for got, want in zip(f(), built):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+def test_seed_drives_the_dropout_noise_and_noise_seed_fixes_it(tmp_path):
+    """Tiny runs with dropout: --seed 5 trains as --seed 5 --noise_seed 5
+    (the derived default), not as --seed 5 --noise_seed 1234 (dl4mt's
+    stream: the initial parameters and batches alike, only the masks
+    differ)."""
+    import tiny_runs
+    tiny_runs.make_corpus(tmp_path)
+
+    def params(model, *flags):
+        proc = tiny_runs.run([tiny_runs.NMT, '--model', model, '--finish_after', '3']
+                             + tiny_runs.TRAIN_FLAGS + ['--seed', '5'] + list(flags),
+                             cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        with np.load(str(tmp_path / model)) as f:
+            return {k: f[k] for k in f.files if k.startswith(('W', 'U', 'b', 'ff'))}
+    derived, given, fixed = (params('derived.npz'), params('given.npz', '--noise_seed', '5'),
+                             params('fixed.npz', '--noise_seed', '1234'))
+    assert sorted(derived) == sorted(fixed) and derived
+    assert all(np.array_equal(derived[k], given[k]) for k in derived)
+    assert any(not np.array_equal(derived[k], fixed[k]) for k in derived)

@@ -138,7 +138,9 @@ def test_disk_full_while_saving(trained, small_fs):
                     'the files already on disk are whole: --reload continues from the '
                     'newest checkpoint among them' % fs)
     error = log_events(os.path.join(fs, 'm.npz.log.jsonl'))[-1]   # the log's block had room
-    assert error['event'] == 'error' and error['message'] == line[len('error: '):]
+    # the log names the file relative to the run's folder (training_log.RelativePaths)
+    assert error['event'] == 'error'
+    assert error['message'] == line[len('error: '):].replace(fs + os.sep, '')
     after, changing = snapshot(fs), ('m.npz.log.jsonl', 'm.npz.lock')
     assert temporaries(fs) == []
     assert {k: v for k, v in after.items() if k not in changing} == \

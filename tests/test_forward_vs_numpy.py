@@ -183,6 +183,44 @@ def test_prepare_data_matches_reference(nmt_module):
     assert all(g is None for g in got)
 
 
+def test_prepare_data_reads_ids_beyond_the_vocabulary_as_unk(nmt_module):
+    """Ids >= n_words_src / n_words become UNK (1), as the iterator reads
+    them (docs/equations.md#vocabularies-and-batches); without them every id
+    stays."""
+    sx, sy = [[3, 12, 5], [13]], [[10, 11], [2, 20, 4]]
+    x, _, y, _ = nmt_module.prepare_data(sx, sy, n_words_src=12, n_words=11)
+    np.testing.assert_array_equal(x, ref.prepare_data([[3, 1, 5], [1]], sy)[0])
+    np.testing.assert_array_equal(y, ref.prepare_data(sx, [[10, 1], [2, 1, 4]])[2])
+    x, _, y, _ = nmt_module.prepare_data(sx, sy)
+    np.testing.assert_array_equal(y, ref.prepare_data(sx, sy)[2])
+    assert x.max() == 13
+
+
+def test_pred_probs_gives_every_pairs_reference_cost(nmt_module, get_model, capsys):
+    """dl4mt's pred_probs (kept for its callers): the cost of each pair the
+    iterator yields, in order, each id beyond the vocabulary read as UNK,
+    against the NumPy reference."""
+    m = get_model('baseline')
+    rng = np.random.RandomState(8)
+    batches = [([list(rng.randint(1, 20, size=n)) for n in lens],
+                [list(rng.randint(1, 15, size=n)) for n in lens[::-1]])
+               for lens in ((3, 1, 5), (2, 4))]
+
+    def f_log_probs(*inputs):
+        return m.forward(*inputs)['cost']
+    got = nmt_module.pred_probs(f_log_probs, nmt_module.prepare_data, m.options, batches)
+    assert capsys.readouterr().err.splitlines() == ['3 samples computed', '5 samples computed']
+
+    def known(seqs, n_words):
+        return [[i if i < n_words else 1 for i in s] for s in seqs]
+    want = np.concatenate([ref.cost_per_sentence(
+        m.params64(), m.options,
+        *ref.prepare_data(known(xs, m.options['n_words_src']), known(ys, m.options['n_words'])))[0]
+        for xs, ys in batches])
+    assert got.shape == (5,)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 # ---------------------------------------------------------------------------
 # decoding functions (baseline): f_init and one f_next step
 # ---------------------------------------------------------------------------

@@ -82,3 +82,25 @@ def test_stop_file_ends_a_real_run(tmp_path):
     proc = subprocess.run([PY, PLOT, log, '--png', 'curves.png'], capture_output=True,
                           text=True, cwd=tmp_path)
     assert proc.returncode == 0 and 'stopped: asked to stop' in proc.stdout
+
+
+def test_the_log_names_files_relative_to_the_run_or_the_working_folder(tmp_path,
+                                                                      monkeypatch):
+    """Messages that name absolute paths in the model's folder or the folder
+    the command runs in name them relative to it (a committed log names no
+    folder of the machine it ran on); other text stays."""
+    from machinery.training_log import TrainingLog
+    from machinery.training_state import TrainingState
+    run, work = tmp_path / 'runs' / 'r1', tmp_path / 'work'
+    run.mkdir(parents=True)
+    work.mkdir()
+    monkeypatch.chdir(work)
+    log = TrainingLog(str(run / 'm.npz'))
+    log.write('stop', TrainingState(), reason='signal',
+              message='SIGTERM: the checkpoint is in %s; valid %s; not %s2/x, /etc/hosts'
+                      % (run / 'm.npz', work / 'data' / 'valid.src', run))
+    log.close()
+    [stop] = read_training_log(str(run / 'm.npz.log.jsonl'))
+    assert stop['message'] == ('SIGTERM: the checkpoint is in m.npz; valid data/valid.src; '
+                               'not %s2/x, /etc/hosts' % run)
+    assert stop['reason'] == 'signal' and stop['uidx'] == 0
