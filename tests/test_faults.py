@@ -473,8 +473,9 @@ def test_log_line_cut_by_a_full_disk(trained, small_fs, capsys):
     log = os.path.join(fs, 'm.npz.log.jsonl')
     shutil.copy(str(trained / 'base.npz.log.jsonl'), log)
     with open(log, 'a') as f:    # an event that leaves 40 bytes in the log's last block
-        pad = 4096 - os.path.getsize(log) % 4096 - 40 - len('{"event": "note", "text": ""}\n')
-        f.write(json.dumps({'event': 'note', 'text': 'x' * pad}) + '\n')
+        pad = (4096 - os.path.getsize(log) % 4096 - 40
+               - len('{"event": "note", "uidx": 4, "text": ""}\n'))
+        f.write(json.dumps({'event': 'note', 'uidx': 4, 'text': 'x' * pad}) + '\n')
     with open(os.path.join(fs, 'm.npz.lock'), 'w') as f:
         f.write('4242\n')
     small_fs.fill()
