@@ -46,7 +46,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 from machinery import bleu
 from machinery import cli
-from machinery.model_io import write_json
+from machinery.model_io import check_outputs, write_json
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines
 
@@ -265,6 +265,7 @@ def _write_json(path, args, results):
 
 
 def evaluate_and_report(args):
+    check_outputs([args.json], [args.ref] + args.systems)
     results = evaluate(args.ref, args.systems, args.tokenized, args.lang,
                        args.lowercase, args.bootstrap, args.seed, _progress_line())
     if args.json:
