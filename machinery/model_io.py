@@ -29,6 +29,7 @@ import numpy
 
 from machinery.cli import CommandError
 from machinery.text_io import InputError, check_readable, one_line as _one_line
+from machinery.vocab import check_dictionary
 
 # Python 2 can read pickle protocols 0 to 2.
 PY2_PROTOCOL = 2
@@ -348,10 +349,9 @@ def file_as_named_or_beside(name, model_path):
 
 
 def load_dictionary(path):
-    """Load a word -> id dictionary from a ``.json`` file or a pickle.
-
-    Like the original, any mapping is accepted; keys come back as str.
-    """
+    """Load a word -> id dictionary from a ``.json`` file or a pickle;
+    keys come back as str.  Its ids are checked (vocab.check_dictionary):
+    InputError naming the file and the entry."""
     path = os.fspath(path)
     if path.endswith('.json'):
         d = load_json(path)
@@ -360,6 +360,7 @@ def load_dictionary(path):
     if not isinstance(d, dict):
         raise InputError('%s: expected a dictionary word -> id, found %s'
                          % (path, type(d).__name__))
+    check_dictionary(d, path)
     return d
 
 
