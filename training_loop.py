@@ -45,7 +45,7 @@ from machinery import distributed
 from machinery import function_cache
 from machinery import machine
 from machinery.cli import CommandError, Interrupted, error_message
-from machinery.model_io import check_distinct, load_archive_extras, load_params
+from machinery.model_io import load_archive_extras, load_params
 from machinery.progress import Progress
 from machinery.run_lock import ModelLock
 from machinery.stop_requests import StopRequests, signal_name
@@ -53,7 +53,7 @@ from machinery.text_io import InputError
 from machinery.training_log import TrainingLog
 from machinery.training_options import input_files
 from machinery.training_state import (TrainingState, save_model, save_checkpoint,
-                                      load_checkpoint, resume_path, run_outputs, set_aside,
+                                      load_checkpoint, resume_path, set_aside,
                                       usable_resume_file, with_suffix)
 
 from data_parallel import GradientExchange, compile_data_parallel
@@ -195,7 +195,6 @@ class TrainingLoop(object):
         self.world = distributed.world()
         self.world.check_same(distributed.fingerprint(self.options))
         saveto = self.options['saveto']
-        check_distinct(run_outputs(saveto), input_files(self.options))
         self.lock = ModelLock(saveto) if self.world.is_root else None
         if self.options['restart'] and self.world.is_root:
             folder, moved = set_aside(saveto, keep=input_files(self.options))

@@ -15,10 +15,10 @@ import sys
 from collections import OrderedDict
 
 from machinery import vocab
-from machinery.model_io import check_model_kind, load_options
+from machinery.model_io import check_distinct, check_model_kind, load_options
 from machinery.text_io import InputError
 from machinery.training_state import (SNAPSHOT, check_no_run, resume_path, run_files,
-                                      some_of)
+                                      run_outputs, some_of)
 
 # flags whose name is not the option's
 FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}
@@ -190,9 +190,11 @@ class OptionTable(object):
         contents are compared instead of their paths where the model
         recorded them: record_dictionaries).  ``fill`` completes saved
         options.  Without ``--reload`` (or ``--restart``) a model that holds
-        a run is refused (training_state.check_no_run)."""
+        a run is refused (training_state.check_no_run), and so is a model
+        whose files would be one of the run's inputs."""
         model_options = copy.copy(options)
         saveto = options['saveto']
+        check_distinct(run_outputs(saveto), input_files(options))
         if options['reload_'] and options['restart']:
             raise InputError('--reload and --restart exclude each other: --reload continues '
                              'the run on %s, --restart starts a new one' % saveto)

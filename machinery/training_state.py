@@ -138,7 +138,7 @@ def held_run(saveto):
     with updates in it."""
     held = []
     if os.path.isfile(saveto):
-        held.append('%s at update %d' % (saveto, _model_update(saveto)))
+        held.append(_model_file_text(saveto))
     if os.path.isfile(resume_path(saveto)):
         held.append(resume_path(saveto))
     snapshots = [p for p in run_files(saveto) if SNAPSHOT.search(p)]
@@ -158,11 +158,11 @@ def some_of(paths):
     return paths[0] + (' and %d more' % (len(paths) - 1) if len(paths) > 1 else '')
 
 
-def _model_update(saveto):
+def _model_file_text(saveto):
     try:
-        return load_archive_extras(saveto)['uidx']
+        return '%s at update %d' % (saveto, load_archive_extras(saveto)['uidx'])
     except InputError:   # a damaged model file is a run's too
-        return 0
+        return '%s (unreadable)' % saveto
 
 
 def check_no_run(saveto):

@@ -277,17 +277,20 @@ def output_cases(folder):
          'train.src.pkl', 'error: train.src.pkl: ' + same),
         ('evaluate --json', [EVALUATE, '--ref', 'valid.trg', '--json', 'valid.trg',
                              'valid.trg'], 'valid.trg', 'error: valid.trg: ' + same),
+        ('nmt.py --model', [NMT, '--model', 'train.src'] + TRAIN_FLAGS, 'train.src',
+         'error: train.src: ' + same),
     ]
 
 
 @pytest.mark.parametrize('name', ['translate, same name', 'translate, ./name',
                                   'translate, hard link', 'translate, the model',
                                   'translate --alignments', 'score', 'rescore',
-                                  'build_dictionary', 'evaluate --json'])
+                                  'build_dictionary', 'evaluate --json', 'nmt.py --model'])
 def test_an_output_that_is_an_input_is_refused(case, name):
     """translate.py, score.py, evaluation/rescore.py, build_dictionary.py,
-    evaluation/evaluate.py with an output that is one of their inputs (its
-    name, another name of it, a hard link): one line, the input unchanged."""
+    evaluation/evaluate.py, nmt.py (a model on a corpus file) with an output
+    that is one of their inputs (its name, another name of it, a hard link):
+    one line, the input unchanged."""
     found = {n: rest for n, *rest in output_cases(case)}
     command, victim, message = found[name]
     before = digests(case)
