@@ -28,7 +28,7 @@ esac
 die() { echo "setup: $*" >&2; exit 1; }
 
 VENV=${VENV:-.venv}
-SUPPORTED="3.10, 3.11 or 3.12"
+SUPPORTED="3.10, 3.11, 3.12 or 3.13"
 # Without PYTHON, a usable environment keeps its Python; a new one takes python3.
 if [ -z "${PYTHON:-}" ] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
     PYTHON=$VENV/bin/python
@@ -39,7 +39,7 @@ command -v "$PYTHON" >/dev/null 2>&1 \
 PY_VERSION=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
     || die "'$PYTHON' does not run"
 case "$PY_VERSION" in
-    3.10 | 3.11 | 3.12) ;;
+    3.10 | 3.11 | 3.12 | 3.13) ;;
     *) die "Python $PY_VERSION ($PYTHON) is not supported: use $SUPPORTED, e.g. PYTHON=python3.12 bash setup.sh" ;;
 esac
 if [ -n "$GPU_MODE" ] && [ "$PY_VERSION" != 3.11 ]; then
@@ -126,7 +126,7 @@ pip_install() {  # pip_install ARGS...: quiet, without pip's location warnings
 # theano-pymc 1.1.2 comes as source only, and its setup.py (versioneer) uses two
 # names that Python 3.12 removed from configparser: there it is built, without
 # build isolation, with the two names put back for the build (sitecustomize).
-if [ "$PY_VERSION" = 3.12 ] && ! "$VENV/bin/python" -m pip show -q theano-pymc >/dev/null 2>&1; then
+if [ "$PY_VERSION" != 3.10 ] && [ "$PY_VERSION" != 3.11 ] && ! "$VENV/bin/python" -m pip show -q theano-pymc >/dev/null 2>&1; then
     shim=$(mktemp -d)
     printf '%s\n' 'import configparser as c' 'c.SafeConfigParser = c.ConfigParser' \
         'c.ConfigParser.readfp = c.ConfigParser.read_file' > "$shim/sitecustomize.py"
