@@ -533,7 +533,7 @@ REPAIRS = [
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "
-        "on Python 3.11 and 3.12 (longintrepr.h); when its import fails with "
+        "on Python 3.11 and later (longintrepr.h); when its import fails with "
         "ImportError, scan runs its Python loop (the same numbers).  On 3.10 "
         "it would build: the repair keeps every version on the same loop."),
     AfterImport(

@@ -143,6 +143,19 @@ def test_each_text_of_an_edit_is_checked_against_the_original():
         edit.edit('first()\n', 'x.py')
 
 
+def test_a_c_file_edit_changes_its_file_only_and_refuses_another_text(monkeypatch):
+    edit = theano_repairs.CFileEdit('demo_c_edit', 'tensor/c_code/demo.c', 'why',
+                                    ('x->elsize', 'PyArray_ITEMSIZE(x)'))
+    monkeypatch.setattr(theano_repairs, 'REPAIRS', [edit])
+    site = os.path.join('site-packages', 'theano', 'tensor', 'c_code')
+    assert theano_repairs.edited_c_file(os.path.join(site, 'demo.c'), 'n = x->elsize;') \
+        == 'n = PyArray_ITEMSIZE(x);'
+    assert theano_repairs.edited_c_file(os.path.join(site, 'other.c'), 'n = x->elsize;') \
+        == 'n = x->elsize;'
+    with pytest.raises(theano_repairs.RepairError, match="'demo_c_edit'.*demo.c, found 0"):
+        theano_repairs.edited_c_file(os.path.join(site, 'demo.c'), 'n = 4;')
+
+
 def test_a_traceback_from_an_edited_module_shows_the_edited_line(tmp_path, monkeypatch):
     (tmp_path / 'edited_module.py').write_text(
         '"""A module a repair edits."""\n\n\ndef fail():\n'
