@@ -386,7 +386,6 @@ def _numpy2_itemsize(module, name, arrays, counts=None):
 
 REPAIRS = [
     _numpy2_itemsize("theano.tensor.blas", "blas", ["%(_x)s"], {"%(_x)s": 2}),
-    _numpy2_itemsize("theano.tensor.blas_headers", "blas_headers", ["_x"]),
     _numpy2_itemsize("theano.sandbox.rng_mrg", "rng_mrg",
                      ["%(_A)s", "%(_s)s", "%(_z)s", "%(_A2)s", "%(_s2)s"], {"%(_z)s": 2}),
     CFileEdit(
@@ -413,14 +412,16 @@ REPAIRS = [
         "The C virtual machine's source is read through edited_c_file, "
         "which makes the CFileEdits of it (numpy2_lazylinker).",
         ("code = open(cfile).read()",
-         "code = " + _THIS_MODULE + ".edited_c_file(cfile, open(cfile).read())")),
+         "code = " + _THIS_MODULE + ".edited_c_file(cfile, open(cfile).read())"),
+        changes_compiled_code=True),
     SourceEdit(
         "c_file_reader_external_ops", "theano.graph.op",
         "The C files of the ops that read their code from files (ExternalCOp: "
         "DimShuffle, ...) are read through edited_c_file, which makes the "
         "CFileEdits of them (numpy2_itemsize_dimshuffle).",
         ("self.func_codes.append(f.read())",
-         "self.func_codes.append(" + _THIS_MODULE + ".edited_c_file(func_file, f.read()))")),
+         "self.func_codes.append(" + _THIS_MODULE + ".edited_c_file(func_file, f.read()))"),
+        changes_compiled_code=True),
     SourceEdit(
         "no_mpi_at_import", "theano.tensor.io",
         "theano.tensor.io imports mpi4py.MPI when mpi4py is installed (the "

@@ -500,13 +500,18 @@ def probe_no_mpi_at_import():
 
 def probe_numpy_aliases():
     """On a numpy without numpy.bool, numpy.complex and numpy.int: a cast to
-    bool (the model's masks), a constant 1 that broadcasts and is folded
+    bool (the model's masks), the Python code of a complex number from two
+    reals, a constant 1 that broadcasts and is folded
     (get_scalar_constant_value), and theano.tensor.random."""
+    from theano.compile.mode import Mode
     x = tensor.vector('x')
     fn = theano.function([x], tensor.cast(x > 0.5, 'bool'))
     a = np.array([0.2, 0.7, 0.5, 0.9], dtype=theano.config.floatX)
     got = fn(a)
     assert got.dtype == np.bool_ and list(got) == [False, True, False, True], got
+    python_code = Mode(linker='py', optimizer=None)
+    got = theano.function([x], tensor.complex(x, 2 * x), mode=python_code)(a)
+    assert np.array_equal(got, a + 2j * a), got
     one = tensor.constant(1, dtype='int8')
     assert tensor.alloc(np.float32(0), one, 3).broadcastable == (True, False), \
         'an Alloc of the constant 1 does not broadcast: constants are not numbers'
