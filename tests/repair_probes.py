@@ -41,6 +41,8 @@ def _numpy_as_newer_releases():
     if 'no_numpy_distutils' in sys.argv:
         sys.modules['numpy.distutils'] = None
     if 'numpy2_names' in sys.argv:   # what NumPy 2 removed, with its message
+        import scipy.linalg  # noqa: F401  (scipy 1.10, numpy 1's, imports numpy.cast)
+        import scipy.sparse.linalg  # noqa: F401
         former_getattr = getattr(numpy, '__getattr__', None)
         removed = [name for name in ('product', 'cast', 'sctype2char')
                    if vars(numpy).pop(name, None) is not None]
