@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                 os.path.dirname(os.path.abspath(__file__))]
@@ -275,9 +276,17 @@ def probe_scan_output_address():
     for _ in range(5):
         expect_close(fn(start), want)
         overheads.append((scan_op.t_call - scan_op.t_fn) / 20)
-    assert min(overheads) < 0.002, (
-        'scan spends %.1f ms a step outside its inner function with a 16 MB state: '
-        'it compares the outputs\' contents' % (1000 * min(overheads)))
+    # what one comparison of the state's contents costs here, now: the
+    # measure is a ratio, so that a loaded machine slows both alike
+    compares, same = [], start.copy()
+    for _ in range(3):
+        t0 = time.time()
+        assert memoryview(start) == memoryview(same)
+        compares.append(time.time() - t0)
+    assert min(overheads) < min(compares) / 4, (
+        'scan spends %.1f ms a step outside its inner function with a 16 MB state, '
+        'where comparing its contents takes %.1f ms: it compares the outputs\' contents'
+        % (1000 * min(overheads), 1000 * min(compares)))
 
 
 def probe_integer_max_min():
