@@ -31,6 +31,12 @@ def _p(prefix, name):
     return '%s_%s' % (prefix, name)
 
 
+def floatx(value):
+    """A constant of Theano's float type: float32 (floatX, theano_env), or
+    float64 for gpu/check.py's reference of the same graphs."""
+    return numpy.asarray(value, dtype=theano.config.floatX)
+
+
 # --------------------------------------------------------------------------
 # parameters as Theano shared variables (dl4mt's helpers, named as there):
 # the arrays of a params dict -> shared variables, and back
@@ -234,9 +240,9 @@ def gru_layer(tparams, state_below, options, prefix='gru', mask=None, **kwargs):
     n_samples = state_below.shape[1]
     dim = tparams[_p(prefix, 'Ux')].shape[1]
     if mask is None:
-        mask = tensor.alloc(numpy.float32(1.), nsteps, n_samples)
+        mask = tensor.alloc(floatx(1.), nsteps, n_samples)
     x_, xx_ = _input_projections(tparams, state_below, prefix)
-    h0 = tensor.alloc(numpy.float32(0.), n_samples, dim)
+    h0 = tensor.alloc(floatx(0.), n_samples, dim)
     rval, _ = theano.scan(
         gru_step,
         sequences=[mask, x_, xx_],
@@ -289,9 +295,9 @@ def lstm_layer(tparams, state_below, options, prefix='lstm', mask=None, **kwargs
     n_samples = state_below.shape[1]
     dim = tparams[_p(prefix, 'U')].shape[0]
     if mask is None:
-        mask = tensor.alloc(numpy.float32(1.), nsteps, n_samples)
+        mask = tensor.alloc(floatx(1.), nsteps, n_samples)
     x_ = tensor.dot(state_below, tparams[_p(prefix, 'W')]) + tparams[_p(prefix, 'b')]
-    zero = tensor.alloc(numpy.float32(0.), n_samples, dim)
+    zero = tensor.alloc(floatx(0.), n_samples, dim)
     (h, c), _ = theano.scan(
         lstm_step, sequences=[mask, x_], outputs_info=[zero, zero],
         non_sequences=[tparams[_p(prefix, 'U')]],
@@ -351,7 +357,7 @@ def exp_tanh(x):
     attentions' tanh this way: Theano's tanh calls the C library's tanhf,
     5x slower than its expf (16 vs 3 ns an element on the project's CPU).
     """
-    one, two = numpy.float32(1.), numpy.float32(2.)
+    one, two = floatx(1.), floatx(2.)
     return one - two / (tensor.exp(two * x) + one)
 
 
@@ -417,7 +423,7 @@ def _decoder_inputs(tparams, state_below, prefix, mask, context, one_step=False,
     """
     if mask is None:
         shape = state_below.shape[:1] if one_step else state_below.shape[:2]
-        mask = tensor.ones(shape, dtype='float32')
+        mask = tensor.ones(shape, dtype=theano.config.floatX)
     x_, xx_ = _input_projections(tparams, state_below, prefix)
     pctx_ = source_projection(tparams, context, prefix) if pctx is None else pctx
     shared_vars = [tparams[_p(prefix, k)] for k in GRU_COND_SEQ_PARAMS]
@@ -454,8 +460,8 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
         _step,
         sequences=[mask, x_, xx_],
         outputs_info=[init_state,
-                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[2]),
-                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[0])],
+                      tensor.alloc(floatx(0.), n_samples, context.shape[2]),
+                      tensor.alloc(floatx(0.), n_samples, context.shape[0])],
         non_sequences=non_seqs + shared_vars,
         name=_p(prefix, 'layers'), n_steps=state_below.shape[0], strict=True)
     return {'states': states, 'ctxs': ctxs, 'alphas': alphas,
@@ -535,13 +541,13 @@ def window_mask(y_mask):
     """W[t, j, n] = 1 where j <= t and row j is a real target row."""
     T = y_mask.shape[0]
     steps = tensor.arange(T)
-    causal = tensor.cast(steps[None, :] <= steps[:, None], 'float32')  # t x j
+    causal = tensor.cast(steps[None, :] <= steps[:, None], theano.config.floatX)  # t x j
     return causal[:, :, None] * y_mask[None, :, :]
 
 
 def masked_softmax(energy, mask, axis):
     """Softmax along axis over mask > 0 (max-subtracted within the mask)."""
-    neg = numpy.float32(-1e30)
+    neg = floatx(-1e30)
     e = tensor.switch(mask > 0, energy, neg)
     e = e - e.max(axis=axis, keepdims=True)
     w = tensor.exp(e) * mask
@@ -662,7 +668,7 @@ def residual_summary_step(tparams, options, prefix, carry, emb, state=None, ctx=
     new_carry = {'prev_embs': items}
     if options['residual'] == 'mean':
         # mean of rows 1..J-1 (row 0 is the zero embedding); 0 at the first step
-        n_words = tensor.maximum(items.shape[0] - 1, 1).astype('float32')
+        n_words = tensor.maximum(items.shape[0] - 1, 1).astype(theano.config.floatX)
         return items[1:].sum(0) / n_words, None, new_carry
     scoring = options['att_scoring']
     keys = append_step(carry['prev_keys'],
@@ -737,7 +743,7 @@ def _authors_residual_step(tparams, options, out, emb, carry):
     keys = switched(carry['memory_keys'],
                     target_attention_keys(tparams, 'cond_att', scoring, emb))
     window = tensor.shape_padright(
-        tensor.cast(tensor.arange(memory.shape[0]) < time, 'float32'))  # J x 1
+        tensor.cast(tensor.arange(memory.shape[0]) < time, theano.config.floatX))  # J x 1
     d, w = target_attention_step(tparams, 'cond_att', scoring, memory, keys,
                                  out['states'], out['ctxs'], window=window)
     return (d, w[:, :tensor.cast(time, 'int64')],
@@ -838,13 +844,13 @@ def _memory_scan(tparams, state_below, options, prefix, mask, context, init_stat
     mask, x_, xx_, pctx_, shared_vars = _decoder_inputs(
         tparams, state_below, prefix, mask, context)
     if context_mask is None:
-        context_mask = tensor.alloc(numpy.float32(1.), context.shape[0], n_samples)
+        context_mask = tensor.alloc(floatx(1.), context.shape[0], n_samples)
     att_names = [k for k in tparams if k.startswith('mem_att_')]
     att_params = [tparams[k] for k in att_names]
-    items0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, dim)
+    items0 = tensor.alloc(floatx(0.), nsteps, n_samples, dim)
     items0 = tensor.set_subtensor(items0[0], init_state)
     key0 = target_attention_keys(tparams, 'mem_att', scoring, init_state)
-    keys0 = tensor.alloc(numpy.float32(0.), nsteps, n_samples, key0.shape[1])
+    keys0 = tensor.alloc(floatx(0.), nsteps, n_samples, key0.shape[1])
     keys0 = tensor.set_subtensor(keys0[0], key0)
 
     def _step(t, m_, x_t, xx_t,                         # sequences
@@ -854,7 +860,7 @@ def _memory_scan(tparams, state_below, options, prefix, mask, context, init_stat
         weights = rest[len(att_names):]
         # window: rows j <= t that are real target rows
         rows = tensor.arange(full_mask.shape[0])
-        window = tensor.cast(rows <= t, 'float32')[:, None] * full_mask
+        window = tensor.cast(rows <= t, theano.config.floatX)[:, None] * full_mask
         s_tilde, w = target_attention_step(tp, 'mem_att', scoring, items, keys,
                                            query_state=h_, window=window, decoding=False)
         h, c, alpha = gru_cond_step(m_, x_t, xx_t, s_tilde, pctx_, cc_, cmask, *weights)
@@ -868,9 +874,9 @@ def _memory_scan(tparams, state_below, options, prefix, mask, context, init_stat
         _step,
         sequences=[tensor.arange(nsteps), mask, x_, xx_],
         outputs_info=[init_state, items0, keys0,
-                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[2]),
-                      tensor.alloc(numpy.float32(0.), n_samples, context.shape[0]),
-                      tensor.alloc(numpy.float32(0.), n_samples, nsteps)],
+                      tensor.alloc(floatx(0.), n_samples, context.shape[2]),
+                      tensor.alloc(floatx(0.), n_samples, context.shape[0]),
+                      tensor.alloc(floatx(0.), n_samples, nsteps)],
         non_sequences=[mask, pctx_, context, context_mask] + att_params + shared_vars,
         name=_p(prefix, 'memory_layers'), n_steps=nsteps, strict=True)
     return {'states': states, 'ctxs': ctxs, 'alphas': alphas,

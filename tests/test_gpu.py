@@ -24,9 +24,13 @@ import pytest
 from machinery import theano_env
 from conftest import CONFIGS, FULL, HERE
 from gpu_devices import DEVICES, why_not
-from gpu.check import NOISE_FLOOR
-
+from gpu import check
 RTOL = 1e-4
+# An update below this fraction of the largest of its configuration is
+# compared on that scale: a gradient that is zero in exact arithmetic (that
+# of the attention bias c_tt: the softmax ignores a constant added to every
+# energy) holds only rounding noise, on either device.
+NOISE_FLOOR = 1e-3
 # One configuration of each decoder, dropout on (making the functions of one
 # configuration takes minutes with pocl on 2 cores: CI's budget); every
 # configuration with NMT_TESTS_FULL=1, or those NMT_GPU_CONFIGS names.
@@ -158,8 +162,8 @@ def test_beam_search(numbers, name):
 @pytest.mark.parametrize('kind', KINDS)
 def test_gpu_check_passes(kind):
     """gpu/check.py, every kind of graph the models use, on the device
-    against the CPU: every case within 1e-4 (MRG streams exact), with nodes
-    on the GPU."""
+    against the CPU and float64: every case passes (MRG streams exact), with
+    nodes on the GPU."""
     env = theano_env.device_env(DEVICES[kind])
     proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), 'gpu', 'check.py'),
                            '--seed', '1'], env=env, capture_output=True, text=True,
@@ -169,8 +173,9 @@ def test_gpu_check_passes(kind):
             if line.split() and line.split()[0] in CHECK_CASES]
     assert sorted(r[0] for r in rows) == sorted(CHECK_CASES)
     for row in rows:
-        on_gpu, nodes = map(int, row[2].split('/'))
-        assert 0 < on_gpu <= nodes and row[4] == 'yes', row
+        on_gpu, nodes = map(int, row[6].split('/'))
+        assert 0 < on_gpu <= nodes and row[8] == 'yes', row
+        assert float(row[1]) <= check.FACTOR, row
 
 
 def test_side_by_side_opencl_processes_never_share_a_pocl_cache(tmp_path):
