@@ -134,16 +134,17 @@ static inline float nmt_dot(const float* a, const float* b, npy_intp n)
 }
 
 /* Source attention of sample n (docs/equations.md#attention): for each source
-   position i, y = tanh(pctx[i,n] + q[n]), e = y . U + c, a = exp(e) m[i,n],
-   alpha = a / sum_i a; ctx[n] = sum_i alpha_i cc[i,n].  Rows with m = 0 get
-   alpha = 0 without computing y.  T rows, N samples, k = len(q[n]), K2 =
-   len(cc[i,n]); y: scratch of k floats, acc: of K2 doubles. */
+   position i, y = tanh(pctx[i,n] + q), e = y . U + c, a = exp(e) m[i,n],
+   alpha_i = a / sum_i a; ctx = sum_i alpha_i cc[i,n].  Rows with m = 0 get
+   alpha = 0 without computing y.  T rows, N samples, k = len(q), K2 =
+   len(cc[i,n]); q: the sample's query; alpha: its first weight, the next
+   astep floats on; ctx: its K2 outputs; y: scratch of k floats, acc: of K2
+   doubles. */
 static void nmt_attention_sample(
-    const float* pctx, const float* q, const float* U, float c, const float* cc,
+    const float* pctx, const float* qn, const float* U, float c, const float* cc,
     const float* mask, npy_intp T, npy_intp N, npy_intp k, npy_intp K2,
-    npy_intp n, float* alpha, float* ctx, float* y, double* acc)
+    npy_intp n, float* alpha, npy_intp astep, float* ctx, float* y, double* acc)
 {
-    const float* qn = q + n * k;
     double sum = 0.;
     for (npy_intp i = 0; i < T; ++i) {
         const float m = mask ? mask[i * N + n] : 1.f;
@@ -155,15 +156,15 @@ static void nmt_attention_sample(
             nmt_tanh_inplace(y, k);
             a = expf(nmt_dot(y, U, k) + c) * m;
         }
-        alpha[i * N + n] = a;
+        alpha[i * astep] = a;
         sum += a;
     }
     const float total = (float)sum;
     for (npy_intp j = 0; j < K2; ++j)
         acc[j] = 0.;
     for (npy_intp i = 0; i < T; ++i) {
-        const float al = alpha[i * N + n] / total;
-        alpha[i * N + n] = al;
+        const float al = alpha[i * astep] / total;
+        alpha[i * astep] = al;
         if (al == 0.f)
             continue;
         const float* ci = cc + (i * N + n) * K2;
@@ -173,44 +174,51 @@ static void nmt_attention_sample(
         }
     }
     for (npy_intp j = 0; j < K2; ++j)
-        ctx[n * K2 + j] = (float)acc[j];
+        ctx[j] = (float)acc[j];
 }
 
-/* Its gradient for sample n, from g_ctx[n] (K2) and g_alpha[:, n] (or
-   none): s_i = g_alpha_i + g_ctx . cc[i,n]; d cc[i,n] = alpha_i g_ctx;
-   d e_i = alpha_i (s_i - sum_j alpha_j s_j); d pre = d e_i U (1 - y^2)
-   = d pctx[i,n], summed over i into d q[n]; d U += d e_i y; d c += d e_i.
-   y: scratch of k floats; gq: k doubles; gU: k doubles (this thread's). */
+/* Its gradient for sample n, from gc = d ctx (K2) and g_alpha (or none; its
+   weights gastep floats apart): s_i = g_alpha_i + gc . cc[i,n]; d cc[i,n] =
+   alpha_i gc; d e_i = alpha_i (s_i - sum_j alpha_j s_j); d pre = d e_i U (1 -
+   y^2) = d pctx[i,n], summed over i into d_q (k); d U += d e_i y; d c +=
+   d e_i (returned).  accumulate: d pctx and d cc are added to (else written).
+   y: scratch of k floats; gq: k doubles; gU: k doubles (this thread's); s: T
+   floats. */
 static double nmt_attention_grad_sample(
-    const float* pctx, const float* q, const float* U, const float* cc,
-    const float* mask, const float* alpha, const float* g_ctx,
-    const float* g_alpha, npy_intp T, npy_intp N, npy_intp k, npy_intp K2,
-    npy_intp n, float* d_pctx, float* d_q, float* d_cc, float* y, double* gq,
-    double* gU, float* s)
+    const float* pctx, const float* qn, const float* U, const float* cc,
+    const float* mask, const float* alpha, npy_intp astep, const float* gc,
+    const float* g_alpha, npy_intp gastep, npy_intp T, npy_intp N, npy_intp k,
+    npy_intp K2, npy_intp n, float* d_pctx, float* d_q, float* d_cc, int accumulate,
+    float* y, double* gq, double* gU, float* s)
 {
-    const float* gc = g_ctx + n * K2;
     double sa = 0.;
     for (npy_intp i = 0; i < T; ++i) {
-        const float al = alpha[i * N + n];
+        const float al = alpha[i * astep];
         const float* ci = cc + (i * N + n) * K2;
         float* di = d_cc + (i * N + n) * K2;
-        for (npy_intp j = 0; j < K2; ++j)
-            di[j] = al * gc[j];
-        s[i] = (al != 0.f) ? (g_alpha ? g_alpha[i * N + n] : 0.f) + nmt_dot(gc, ci, K2)
+        if (accumulate) {
+            if (al != 0.f)
+                for (npy_intp j = 0; j < K2; ++j)
+                    di[j] += al * gc[j];
+        } else {
+            for (npy_intp j = 0; j < K2; ++j)
+                di[j] = al * gc[j];
+        }
+        s[i] = (al != 0.f) ? (g_alpha ? g_alpha[i * gastep] : 0.f) + nmt_dot(gc, ci, K2)
                            : 0.f;
         sa += (double)al * s[i];
     }
     for (npy_intp j = 0; j < k; ++j)
         gq[j] = 0.;
     double gc_sum = 0.;
-    const float* qn = q + n * k;
     for (npy_intp i = 0; i < T; ++i) {
-        const float al = alpha[i * N + n];
+        const float al = alpha[i * astep];
         float* dp = d_pctx + (i * N + n) * k;
         const float de = (float)(al * (s[i] - sa));
         const float m = mask ? mask[i * N + n] : 1.f;
         if (de == 0.f || m == 0.f) {
-            memset(dp, 0, k * sizeof(float));
+            if (!accumulate)
+                memset(dp, 0, k * sizeof(float));
             continue;
         }
         const float* p = pctx + (i * N + n) * k;
@@ -219,14 +227,17 @@ static double nmt_attention_grad_sample(
         nmt_tanh_inplace(y, k);
         for (npy_intp j = 0; j < k; ++j) {
             const float g = de * U[j] * (1.f - y[j] * y[j]);
-            dp[j] = g;
+            if (accumulate)
+                dp[j] += g;
+            else
+                dp[j] = g;
             gq[j] += g;
             gU[j] += (double)(de * y[j]);
         }
         gc_sum += de;
     }
     for (npy_intp j = 0; j < k; ++j)
-        d_q[n * k + j] = (float)gq[j];
+        d_q[j] = (float)gq[j];
     return gc_sum;
 }
 
@@ -396,7 +407,7 @@ class _FastCOp(COp):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (3, bool(libmvec_flags()))
+        return (4, bool(libmvec_flags()))
 
 
 def _as_f32(x):
@@ -556,11 +567,12 @@ def _attention_forward_c(inputs, outputs, sub):
         #pragma omp for schedule(static)
         for (npy_intp n = 0; n < N; ++n) {
             if (y == NULL || acc == NULL) { no_memory = 1; continue; }
-            nmt_attention_sample((const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc),
+            nmt_attention_sample((const float*)PyArray_DATA(pc),
+                                 (const float*)PyArray_DATA(qc) + n * k,
                                  (const float*)PyArray_DATA(uc), cv,
                                  (const float*)PyArray_DATA(ccc), M, T, N, k, K2, n,
-                                 (float*)PyArray_DATA(%(alpha)s), (float*)PyArray_DATA(%(ctx)s),
-                                 y, acc);
+                                 (float*)PyArray_DATA(%(alpha)s) + n, N,
+                                 (float*)PyArray_DATA(%(ctx)s) + n * K2, y, acc);
         }
         free(y); free(acc);
     }
@@ -610,12 +622,13 @@ def _attention_backward_c(inputs, outputs, sub):
         for (npy_intp n = 0; n < N; ++n) {
             if (y == NULL || gq == NULL || s == NULL) { no_memory = 1; continue; }
             gcs[tid] += nmt_attention_grad_sample(
-                (const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc),
+                (const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc) + n * k,
                 (const float*)PyArray_DATA(uc), (const float*)PyArray_DATA(ccc), M,
-                (const float*)PyArray_DATA(ac), (const float*)PyArray_DATA(gcc),
-                gac ? (const float*)PyArray_DATA(gac) : NULL, T, N, k, K2, n,
-                (float*)PyArray_DATA(%(d_pctx)s), (float*)PyArray_DATA(%(d_q)s),
-                (float*)PyArray_DATA(%(d_cc)s), y, gq, gU + (size_t)tid * k, s);
+                (const float*)PyArray_DATA(ac) + n, N,
+                (const float*)PyArray_DATA(gcc) + n * K2,
+                gac ? (const float*)PyArray_DATA(gac) + n : NULL, N, T, N, k, K2, n,
+                (float*)PyArray_DATA(%(d_pctx)s), (float*)PyArray_DATA(%(d_q)s) + n * k,
+                (float*)PyArray_DATA(%(d_cc)s), 0, y, gq, gU + (size_t)tid * k, s);
         }
         free(y); free(gq); free(s);
     }
