@@ -48,9 +48,6 @@ _RECURRENCE_SUPPORT = r"""
 extern "C" void sgemm_(const char*, const char*, const int*, const int*, const int*,
                        const float*, const float*, const int*, const float*,
                        const int*, const float*, float*, const int*);
-/* OpenBLAS's thread count (NULL with another BLAS) */
-extern "C" int openblas_get_num_threads(void) __attribute__((weak));
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 /* row-major C (M x N) = alpha op(A) op(B) + beta C: op(A) M x K, op(B) K x N;
    lda, ldb, ldc: the row strides of A, B, C as stored */
@@ -183,36 +180,159 @@ static void nmt_share(npy_intp N, int nt, int t, npy_intp* a, npy_intp* b)
     *b = N * (t + 1) / nt;
 }
 
-/* OpenBLAS on one thread inside a parallel loop (each thread calls it on its
-   share), back to its own count after */
-static int nmt_blas_single(int nt)
+/* The products of a step with the recurrent weights (M = a thread's share of
+   the batch, a few dozen rows): the weights packed once a call into column
+   panels of NMT_P floats (K x NMT_P each, contiguous, aligned), then each
+   block of NMT_RB rows x NMT_P columns accumulated in registers over k, as
+   the BLAS's kernels do; the BLAS would pack the weights at every step (as
+   long as the product itself here).  The vector type is GCC's: AVX-512,
+   AVX2 or SSE by the compile flags. */
+#if defined(__AVX512F__)
+#define NMT_VW 16
+#define NMT_CBV 4
+#define NMT_RB 4
+#else
+#define NMT_VW 8
+#define NMT_CBV 2
+#define NMT_RB 4
+#endif
+#define NMT_P (NMT_VW * NMT_CBV)
+typedef float nmt_vec __attribute__((vector_size(NMT_VW * 4)));
+typedef float nmt_vecu __attribute__((vector_size(NMT_VW * 4), aligned(4)));
+
+typedef struct { float* data; npy_intp K, N; } nmt_panels;
+
+/* B (K x N) into panels, B[k][j] = W[k * ld + j], or W[j * ld + k] with
+   transposed (the panels of W^T); the last panel padded with zeros */
+static int nmt_panels_make(nmt_panels* p, const float* W, npy_intp ld, npy_intp K,
+                           npy_intp N, int transposed)
 {
-    if (nt <= 1 || !openblas_get_num_threads || !openblas_set_num_threads)
+    const npy_intp np_ = (N + NMT_P - 1) / NMT_P;
+    size_t bytes = ((size_t)(np_ * K * NMT_P * sizeof(float)) + 63) / 64 * 64 + 64;
+    p->K = K;
+    p->N = N;
+    p->data = (float*)aligned_alloc(64, bytes);
+    if (p->data == NULL)
         return 0;
-    int before = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-    return before;
+    for (npy_intp q = 0; q < np_; ++q)
+        for (npy_intp k = 0; k < K; ++k) {
+            float* row = p->data + (q * K + k) * NMT_P;
+            for (npy_intp j = 0; j < NMT_P; ++j) {
+                const npy_intp col = q * NMT_P + j;
+                row[j] = col >= N ? 0.f : transposed ? W[col * ld + k] : W[k * ld + col];
+            }
+        }
+    return 1;
 }
 
-static void nmt_blas_restore(int before)
+/* C[0:RB, 0:NMT_P] (+)= A[0:RB, 0:K] @ panel (K x NMT_P) */
+template <int RB>
+static inline void nmt_panel_block(const float* A, npy_intp lda, const float* panel,
+                                   npy_intp K, float* C, npy_intp ldc, int accumulate)
 {
-    if (before > 0)
-        openblas_set_num_threads(before);
+    nmt_vec acc[RB][NMT_CBV];
+    const nmt_vec zero = {};
+    for (int r = 0; r < RB; ++r)
+        for (int c = 0; c < NMT_CBV; ++c)
+            acc[r][c] = accumulate ? *(const nmt_vecu*)(C + r * ldc + c * NMT_VW) : zero;
+    for (npy_intp k = 0; k < K; ++k) {
+        const nmt_vec* w = (const nmt_vec*)(panel + k * NMT_P);
+        for (int r = 0; r < RB; ++r) {
+            const float a = A[r * lda + k];
+            for (int c = 0; c < NMT_CBV; ++c)
+                acc[r][c] += a * w[c];
+        }
+    }
+    for (int r = 0; r < RB; ++r)
+        for (int c = 0; c < NMT_CBV; ++c)
+            *(nmt_vecu*)(C + r * ldc + c * NMT_VW) = acc[r][c];
+}
+
+/* the same for the last, partial panel: C's first `width` columns, through
+   a buffer of the panel's width */
+template <int RB>
+static void nmt_panel_block_part(const float* A, npy_intp lda, const float* panel,
+                                 npy_intp K, float* C, npy_intp ldc, npy_intp width,
+                                 int accumulate)
+{
+    float buf[RB * NMT_P];
+    for (int r = 0; r < RB; ++r)
+        for (npy_intp j = 0; j < NMT_P; ++j)
+            buf[r * NMT_P + j] = (accumulate && j < width) ? C[r * ldc + j] : 0.f;
+    nmt_panel_block<RB>(A, lda, panel, K, buf, NMT_P, 1);
+    for (int r = 0; r < RB; ++r)
+        memcpy(C + r * ldc, buf + r * NMT_P, width * sizeof(float));
+}
+
+/* rows [0, M) of one panel's columns, in blocks of NMT_RB rows, then 2, 1 */
+template <int RB>
+static void nmt_panel_rows(npy_intp* r, npy_intp M, const float* A, npy_intp lda,
+                           const float* panel, npy_intp K, float* C, npy_intp ldc,
+                           npy_intp width, int accumulate)
+{
+    for (; *r + RB <= M; *r += RB) {
+        if (width == NMT_P)
+            nmt_panel_block<RB>(A + *r * lda, lda, panel, K, C + *r * ldc, ldc, accumulate);
+        else
+            nmt_panel_block_part<RB>(A + *r * lda, lda, panel, K, C + *r * ldc, ldc, width,
+                                     accumulate);
+    }
+}
+
+/* C (M x N) (+)= A (M x K) @ B, B packed (K, N: its own), row strides lda, ldc */
+static void nmt_panel_gemm(npy_intp M, const float* A, npy_intp lda, const nmt_panels* B,
+                           float* C, npy_intp ldc, int accumulate)
+{
+    const npy_intp K = B->K, N = B->N;
+    if (K == 0) {
+        if (!accumulate)
+            for (npy_intp r = 0; r < M; ++r)
+                memset(C + r * ldc, 0, N * sizeof(float));
+        return;
+    }
+    for (npy_intp c0 = 0; c0 < N; c0 += NMT_P) {
+        const float* panel = B->data + (c0 / NMT_P) * K * NMT_P;
+        const npy_intp width = N - c0 < NMT_P ? N - c0 : NMT_P;
+        npy_intp r = 0;
+        nmt_panel_rows<NMT_RB>(&r, M, A, lda, panel, K, C + c0, ldc, width, accumulate);
+        nmt_panel_rows<2>(&r, M, A, lda, panel, K, C + c0, ldc, width, accumulate);
+        nmt_panel_rows<1>(&r, M, A, lda, panel, K, C + c0, ldc, width, accumulate);
+    }
+}
+
+/* the panels of [W_1 | W_2 | ...] (each rows x widths[i]), or of its transpose */
+static int nmt_panels_of(nmt_panels* p, npy_intp rows, int count, const float** parts,
+                         const npy_intp* widths, int transposed)
+{
+    npy_intp total = 0;
+    for (int i = 0; i < count; ++i)
+        total += widths[i];
+    float* side = (float*)malloc((rows * total + 1) * sizeof(float));
+    if (side == NULL) {
+        p->data = NULL;
+        return 0;
+    }
+    nmt_side_by_side(side, rows, count, parts, widths);
+    int ok = transposed ? nmt_panels_make(p, side, total, total, rows, 1)
+                        : nmt_panels_make(p, side, total, rows, total, 0);
+    free(side);
+    return ok;
 }
 """
 
 
 _GRU_C = r"""
 /* The GRU layer's forward loop over samples [a, b): h (T, N, d) from h0, the
-   gates G (T, N, 4d) kept; W1 = [U | Ux] (d, 3d); P: scratch (b - a) x 3d. */
+   gates G (T, N, 4d) kept; W1: the panels of [U | Ux] (d, 3d); P: scratch
+   (b - a) x 3d. */
 static void nmt_gru_forward(npy_intp T, npy_intp N, npy_intp d, npy_intp a, npy_intp b,
                             const float* mask, const float* x, const float* xx,
-                            const float* h0, const float* W1, float* h, float* G, float* P)
+                            const float* h0, const nmt_panels* W1, float* h, float* G, float* P)
 {
     const npy_intp nb = b - a;
     for (npy_intp t = 0; t < T; ++t) {
         const float* hp = t ? h + ((t - 1) * N + a) * d : h0 + a * d;
-        nmt_gemm(0, 0, nb, 3 * d, d, 1.f, hp, d, W1, 3 * d, 0.f, P, 3 * d);
+        nmt_panel_gemm(nb, hp, d, W1, P, 3 * d, 0);
         for (npy_intp i = 0; i < nb; ++i) {
             const npy_intp row = t * N + a + i;
             nmt_gru_row_forward(P + i * 3 * d, x + row * 2 * d, xx + row * d, hp + i * d,
@@ -223,9 +343,10 @@ static void nmt_gru_forward(npy_intp T, npy_intp N, npy_intp d, npy_intp a, npy_
 
 /* Its gradient loop over samples [a, b) from gh = d h (T, N, d): D (T, N, 3d)
    = d preact and d (h_prev @ Ux) of every step, dxx (T, N, d), dh0 (N, d);
-   carry, dout: scratch of (b - a) x d and d floats. */
+   W1T: the panels of [U | Ux]^T; carry, dout: scratch of (b - a) x d and d
+   floats. */
 static void nmt_gru_backward(npy_intp T, npy_intp N, npy_intp d, npy_intp a, npy_intp b,
-                             const float* mask, const float* h0, const float* W1,
+                             const float* mask, const float* h0, const nmt_panels* W1T,
                              const float* h, const float* G, const float* gh, float* D,
                              float* dxx, float* dh0, float* carry, float* dout)
 {
@@ -240,8 +361,7 @@ static void nmt_gru_backward(npy_intp T, npy_intp N, npy_intp d, npy_intp a, npy
             nmt_gru_row_backward(dout, G + row * 4 * d, hp + i * d, mask[row], d,
                                  D + row * 3 * d, dxx + row * d, carry + i * d);
         }
-        nmt_gemm(0, 1, nb, d, 3 * d, 1.f, D + (t * N + a) * 3 * d, 3 * d, W1, 3 * d, 1.f,
-                 carry, d);
+        nmt_panel_gemm(nb, D + (t * N + a) * 3 * d, 3 * d, W1T, carry, d, 1);
     }
     memcpy(dh0 + a * d, carry, nb * d * sizeof(float));
 }
@@ -263,8 +383,9 @@ _COND_SAVED = r"""
 _COND_C = _COND_SAVED + r"""
 /* The conditional GRU's forward loop over samples [a, b) (docs/equations.md#
    conditional-gru): states s (T, N, d), contexts c (T, N, K2), weights alpha
-   (T, N, Ts); G (T, N, S = 9d + k) kept for the gradient.  W1 = [U | Ux],
-   W2 = [W_comb_att | U_nl | Ux_nl] (d, k + 3d), W3 = [Wc | Wcx] (K2, 3d).
+   (T, N, Ts); G (T, N, S = 9d + k) kept for the gradient.  The panels of W1
+   = [U | Ux], W2 = [W_comb_att | U_nl | Ux_nl] (d, k + 3d), W3 = [Wc | Wcx]
+   (K2, 3d).
    Scratch: P1 (nb x 3d), P2 (nb x (k + 3d)), P3 (nb x 3d), y (k), acc (K2
    doubles). */
 static void nmt_cond_forward(
@@ -272,7 +393,7 @@ static void nmt_cond_forward(
     npy_intp a, npy_intp b, const float* mask, const float* x, const float* xx,
     const float* h0, const float* pctx, const float* cc, const float* cmask,
     const float* Uatt, float ctt, const float* b_nl, const float* bx_nl,
-    const float* W1, const float* W2, const float* W3,
+    const nmt_panels* W1, const nmt_panels* W2, const nmt_panels* W3,
     float* s, float* c, float* alpha, float* G,
     float* P1, float* P2, float* P3, float* y, double* acc)
 {
@@ -280,13 +401,13 @@ static void nmt_cond_forward(
     for (npy_intp t = 0; t < T; ++t) {
         const float* hp = t ? s + ((t - 1) * N + a) * d : h0 + a * d;
         float* Gt = G + (t * N + a) * S;
-        nmt_gemm(0, 0, nb, 3 * d, d, 1.f, hp, d, W1, 3 * d, 0.f, P1, 3 * d);
+        nmt_panel_gemm(nb, hp, d, W1, P1, 3 * d, 0);
         for (npy_intp i = 0; i < nb; ++i) {
             const npy_intp row = t * N + a + i;
             nmt_gru_row_forward(P1 + i * 3 * d, x + row * 2 * d, xx + row * d, hp + i * d,
                                 mask[row], d, Gt + i * S, Gt + i * S + NMT_O_H1(d));
         }
-        nmt_gemm(0, 0, nb, w2, d, 1.f, Gt + NMT_O_H1(d), S, W2, w2, 0.f, P2, w2);
+        nmt_panel_gemm(nb, Gt + NMT_O_H1(d), S, W2, P2, w2, 0);
         for (npy_intp i = 0; i < nb; ++i) {
             const npy_intp n = a + i, row = t * N + n;
             float* q = Gt + i * S + NMT_O_Q(d);
@@ -294,7 +415,7 @@ static void nmt_cond_forward(
             nmt_attention_sample(pctx, q, Uatt, ctt, cc, cmask, Ts, N, k, K2, n,
                                  alpha + row * Ts, 1, c + row * K2, y, acc);
         }
-        nmt_gemm(0, 0, nb, 3 * d, K2, 1.f, c + (t * N + a) * K2, K2, W3, 3 * d, 0.f, P3, 3 * d);
+        nmt_panel_gemm(nb, c + (t * N + a) * K2, K2, W3, P3, 3 * d, 0);
         for (npy_intp i = 0; i < nb; ++i) {
             const npy_intp row = t * N + a + i;
             float* g = Gt + i * S;
@@ -326,14 +447,15 @@ static void nmt_cond_forward(
    alpha (gc, galpha may be NULL).  Writes, for every step, E2 (T, N, k + 3d)
    = [d q | d (h1 @ U_nl) | d (h1 @ Ux_nl)], E3 (T, N, 3d) = [d (c @ Wc) |
    d (c @ Wcx)], D1 (T, N, 3d) (the first GRU's, as nmt_gru_backward), dxx;
-   adds the samples' d pctx and d cc; dh0.  Returns this thread's sum of d
+   adds the samples' d pctx and d cc; dh0.  W1T, W2T, W3T: the panels of the
+   transposes of nmt_cond_forward's W1, W2, W3.  Returns this thread's sum of d
    c_tt, adds its d U_att to gU (k doubles).  Scratch: carry, dh1 (nb x d),
    dctx (nb x K2), dout (d), y (k), gq (k doubles), sbuf (Ts). */
 static double nmt_cond_backward(
     npy_intp T, npy_intp N, npy_intp d, npy_intp k, npy_intp K2, npy_intp Ts,
     npy_intp a, npy_intp b, const float* mask, const float* h0, const float* pctx,
     const float* cc, const float* cmask, const float* Uatt,
-    const float* W1, const float* W2, const float* W3,
+    const nmt_panels* W1T, const nmt_panels* W2T, const nmt_panels* W3T,
     const float* s, const float* alpha, const float* G,
     const float* gs, const float* gc, const float* galpha,
     float* E2, float* E3, float* D1, float* dxx, float* dpctx, float* dcc, float* dh0,
@@ -381,7 +503,7 @@ static double nmt_cond_backward(
             else
                 memset(dctx + i * K2, 0, K2 * sizeof(float));
         }
-        nmt_gemm(0, 1, nb, K2, 3 * d, 1.f, E3t, 3 * d, W3, 3 * d, 1.f, dctx, K2);
+        nmt_panel_gemm(nb, E3t, 3 * d, W3T, dctx, K2, 1);
         /* the attention: d q into E2, d pctx and d cc added to */
         for (npy_intp i = 0; i < nb; ++i) {
             const npy_intp n = a + i, row = t * N + n;
@@ -391,7 +513,7 @@ static double nmt_cond_backward(
                 dpctx, E2t + i * w2, dcc, 1, y, gq, gU, sbuf);
         }
         /* d h1 += E2 @ [W_comb_att | U_nl | Ux_nl]^T; the first GRU */
-        nmt_gemm(0, 1, nb, d, w2, 1.f, E2t, w2, W2, w2, 1.f, dh1, d);
+        nmt_panel_gemm(nb, E2t, w2, W2T, dh1, d, 1);
         const float* hp = t ? s + ((t - 1) * N + a) * d : h0 + a * d;
         for (npy_intp i = 0; i < nb; ++i) {
             const npy_intp row = t * N + a + i;
@@ -399,8 +521,7 @@ static double nmt_cond_backward(
             nmt_gru_row_backward(dout, Gt + i * S, hp + i * d, mask[row], d,
                                  D1 + row * 3 * d, dxx + row * d, carry + i * d);
         }
-        nmt_gemm(0, 1, nb, d, 3 * d, 1.f, D1 + (t * N + a) * 3 * d, 3 * d, W1, 3 * d, 1.f,
-                 carry, d);
+        nmt_panel_gemm(nb, D1 + (t * N + a) * 3 * d, 3 * d, W1T, carry, d, 1);
     }
     memcpy(dh0 + a * d, carry, nb * d * sizeof(float));
     return gc_sum;
@@ -499,14 +620,11 @@ class GRULayer(_RecurrenceCOp):
         dims = [('h_dims', ['T', 'N', 'd']), ('g_dims', ['T', 'N', '4 * d'])]
         return '{\n' + code + _GRU_CHECKS % dict(cleanup=cleanup, fail=fail) + \
             _dims_decl(dims) + _alloc_outputs(outputs, dims, cleanup, fail) + r"""
-    float* W1 = (float*)malloc((d * 3 * d > 0 ? d * 3 * d : 1) * sizeof(float));
-    int failed = W1 == NULL;
-    if (!failed) {
-        const float* parts[2] = {%(U)s, %(Ux)s};
-        npy_intp widths[2] = {2 * d, d};
-        nmt_side_by_side(W1, d, 2, parts, widths);
-    }
-    const int nt = nmt_recurrence_threads(N), blas = nmt_blas_single(nt);
+    const float* parts[2] = {%(U)s, %(Ux)s};
+    npy_intp widths[2] = {2 * d, d};
+    nmt_panels W1;
+    int failed = !nmt_panels_of(&W1, d, 2, parts, widths, 0);
+    const int nt = nmt_recurrence_threads(N);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int tid = 0;
@@ -519,11 +637,10 @@ class GRULayer(_RecurrenceCOp):
         if (P == NULL || failed)
             failed = 1;
         else
-            nmt_gru_forward(T, N, d, a, b, %(M)s, %(X)s, %(XX)s, %(H0)s, W1, %(h)s, %(g)s, P);
+            nmt_gru_forward(T, N, d, a, b, %(M)s, %(X)s, %(XX)s, %(H0)s, &W1, %(h)s, %(g)s, P);
         free(P);
     }
-    nmt_blas_restore(blas);
-    free(W1);
+    free(W1.data);
     %(cleanup)s
     if (failed) { PyErr_NoMemory(); %(fail)s }
 }
@@ -577,15 +694,13 @@ class GRULayerGrad(_RecurrenceCOp):
         return '{\n' + code + r"""
     npy_intp T = PyArray_DIMS(hc)[0], N = PyArray_DIMS(hc)[1], d = PyArray_DIMS(hc)[2];
 """ + _dims_decl(dims) + _alloc_outputs(outputs, dims, cleanup, fail) + r"""
-    float* W1 = (float*)malloc((d * 3 * d + 1) * sizeof(float));
+    const float* parts[2] = {%(U)s, %(Ux)s};
+    npy_intp widths[2] = {2 * d, d};
+    nmt_panels W1T;
+    int failed = !nmt_panels_of(&W1T, d, 2, parts, widths, 1);
     float* D = (float*)malloc((T * N * 3 * d + 1) * sizeof(float));
-    int failed = W1 == NULL || D == NULL;
-    if (!failed) {
-        const float* parts[2] = {%(U)s, %(Ux)s};
-        npy_intp widths[2] = {2 * d, d};
-        nmt_side_by_side(W1, d, 2, parts, widths);
-    }
-    const int nt = nmt_recurrence_threads(N), blas = nmt_blas_single(nt);
+    failed = failed || D == NULL;
+    const int nt = nmt_recurrence_threads(N);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int tid = 0;
@@ -599,17 +714,16 @@ class GRULayerGrad(_RecurrenceCOp):
         if (carry == NULL || dout == NULL || failed)
             failed = 1;
         else
-            nmt_gru_backward(T, N, d, a, b, %(M)s, %(H0)s, W1, %(H)s, %(G)s, %(GH)s, D,
+            nmt_gru_backward(T, N, d, a, b, %(M)s, %(H0)s, &W1T, %(H)s, %(G)s, %(GH)s, D,
                              %(dxx)s, %(dh0)s, carry, dout);
         free(carry); free(dout);
     }
-    nmt_blas_restore(blas);
     if (!failed) {
         nmt_gru_weight_grads(T, N, d, %(H0)s, %(H)s, D, %(dU)s, %(dUx)s);
         for (npy_intp r = 0; r < T * N; ++r)
             memcpy(%(dx)s + r * 2 * d, D + r * 3 * d, 2 * d * sizeof(float));
     }
-    free(W1); free(D);
+    free(W1T.data); free(D);
     %(cleanup)s
     if (failed) { PyErr_NoMemory(); %(fail)s }
 }
@@ -703,21 +817,15 @@ _COND_CHECKS = r"""
         PyErr_SetString(PyExc_ValueError, "cond_gru_layer: shapes do not match");
         %(cleanup)s %(fail)s
     }
-    float* W1 = (float*)malloc((d * 3 * d + 1) * sizeof(float));
-    float* W2 = (float*)malloc((d * (k + 3 * d) + 1) * sizeof(float));
-    float* W3 = (float*)malloc((K2 * 3 * d + 1) * sizeof(float));
-    int failed = W1 == NULL || W2 == NULL || W3 == NULL;
-    if (!failed) {
-        const float* p1[2] = {(float*)PyArray_DATA(Uc), (float*)PyArray_DATA(Uxc)};
-        npy_intp w1[2] = {2 * d, d};
-        nmt_side_by_side(W1, d, 2, p1, w1);
-        const float* p2[3] = {(float*)PyArray_DATA(Wcac), (float*)PyArray_DATA(Unlc),
-                              (float*)PyArray_DATA(Uxnlc)};
-        npy_intp w2[3] = {k, 2 * d, d};
-        nmt_side_by_side(W2, d, 3, p2, w2);
-        const float* p3[2] = {(float*)PyArray_DATA(Wcc), (float*)PyArray_DATA(Wcxc)};
-        nmt_side_by_side(W3, K2, 2, p3, w1);
-    }
+    const float* p1[2] = {(float*)PyArray_DATA(Uc), (float*)PyArray_DATA(Uxc)};
+    const float* p2[3] = {(float*)PyArray_DATA(Wcac), (float*)PyArray_DATA(Unlc),
+                          (float*)PyArray_DATA(Uxnlc)};
+    const float* p3[2] = {(float*)PyArray_DATA(Wcc), (float*)PyArray_DATA(Wcxc)};
+    npy_intp w1[2] = {2 * d, d}, w2s[3] = {k, 2 * d, d};
+    nmt_panels W1, W2, W3;
+    int failed = !nmt_panels_of(&W1, d, 2, p1, w1, %(transposed)d);
+    failed = !nmt_panels_of(&W2, d, 3, p2, w2s, %(transposed)d) || failed;
+    failed = !nmt_panels_of(&W3, K2, 2, p3, w1, %(transposed)d) || failed;
     const float* CM = cmc ? (const float*)PyArray_DATA(cmc) : NULL;
 """
 
@@ -784,12 +892,12 @@ class CondGRULayer(_RecurrenceCOp):
         s, c, alpha, saved = outputs
         code, cleanup = _contiguous_inputs(_COND_INPUT_NAMES,
                                            _cond_inputs(self.has_cmask, inputs), fail)
-        cleanup_all = cleanup + 'free(W1); free(W2); free(W3);'
+        cleanup_all = cleanup + 'free(W1.data); free(W2.data); free(W3.data);'
         dims = [('s_dims', ['T', 'N', 'd']), ('c_dims', ['T', 'N', 'K2']),
                 ('a_dims', ['T', 'N', 'Ts']), ('g_dims', ['T', 'N', '9 * d + k'])]
-        return '{\n' + code + _COND_CHECKS % dict(cleanup=cleanup, fail=fail) + \
+        return '{\n' + code + _COND_CHECKS % dict(cleanup=cleanup, fail=fail, transposed=0) + \
             _dims_decl(dims) + _alloc_outputs(outputs, dims, cleanup_all, fail) + r"""
-    const int nt = nmt_recurrence_threads(N), blas = nmt_blas_single(nt);
+    const int nt = nmt_recurrence_threads(N);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int tid = 0;
@@ -808,11 +916,10 @@ class CondGRULayer(_RecurrenceCOp):
             failed = 1;
         else
             nmt_cond_forward(T, N, d, k, K2, Ts, a, b, %(M)s, %(X)s, %(XX)s, %(H0)s, %(PC)s,
-                             %(CC)s, CM, %(Uatt)s, %(ctt)s[0], %(bnl)s, %(bxnl)s, W1, W2, W3,
+                             %(CC)s, CM, %(Uatt)s, %(ctt)s[0], %(bnl)s, %(bxnl)s, &W1, &W2, &W3,
                              %(s)s, %(c)s, %(alpha)s, %(saved)s, P1, P2, P3, y, acc);
         free(P1); free(P2); free(P3); free(y); free(acc);
     }
-    nmt_blas_restore(blas);
     %(cleanup_all)s
     if (failed) { PyErr_NoMemory(); %(fail)s }
 }
@@ -864,7 +971,7 @@ class CondGRULayerGrad(_RecurrenceCOp):
         forward, outs, gradients = self._split(inputs)
         names = _COND_INPUT_NAMES + ('sc', 'ctxc', 'ac', 'gvc', 'gsc', 'gcc', 'gac')
         code, cleanup = _contiguous_inputs(names, forward + outs + gradients, fail)
-        cleanup_all = cleanup + 'free(W1); free(W2); free(W3);'
+        cleanup_all = cleanup + 'free(W1.data); free(W2.data); free(W3.data);'
         grads = dict(zip(('dx', 'dxx', 'dh0', 'dpctx', 'dcc', 'dU', 'dWc', 'dWca', 'dUatt',
                           'dctt', 'dUx', 'dWcx', 'dUnl', 'dUxnl', 'dbnl', 'dbxnl'), outputs))
         dims = [(grads[n] + '_dims', d) for n, d in (
@@ -880,13 +987,13 @@ class CondGRULayerGrad(_RecurrenceCOp):
                     G=_data('gvc'), GS=_data('gsc'),
                     GC='gcc ? %s : NULL' % _data('gcc'), GA='gac ? %s : NULL' % _data('gac'),
                     cleanup_all=cleanup_all, fail=fail)
-        return '{\n' + code + _COND_CHECKS % dict(cleanup=cleanup, fail=fail) + \
+        return '{\n' + code + _COND_CHECKS % dict(cleanup=cleanup, fail=fail, transposed=1) + \
             _dims_decl(dims) + _alloc_outputs(outputs, dims, cleanup_all, fail) + r"""
     const npy_intp w2 = k + 3 * d, rows = T * N;
     float* E2 = (float*)malloc((rows * w2 + 1) * sizeof(float));
     float* E3 = (float*)malloc((rows * 3 * d + 1) * sizeof(float));
     float* D1 = (float*)malloc((rows * 3 * d + 1) * sizeof(float));
-    const int nt = nmt_recurrence_threads(N), blas = nmt_blas_single(nt);
+    const int nt = nmt_recurrence_threads(N);
     double* gU = (double*)calloc((size_t)nt * k + 1, sizeof(double));
     double* gcs = (double*)calloc(nt, sizeof(double));
     failed = failed || E2 == NULL || E3 == NULL || D1 == NULL || gU == NULL || gcs == NULL;
@@ -916,12 +1023,11 @@ class CondGRULayerGrad(_RecurrenceCOp):
         else
             gcs[tid] = nmt_cond_backward(
                 T, N, d, k, K2, Ts, a, b, %(M)s, %(H0)s, %(PC)s, %(CC)s, CM, %(Uatt)s,
-                W1, W2, W3, %(S)s, %(A)s, %(G)s, %(GS)s, %(GC)s, %(GA)s, E2, E3, D1,
+                &W1, &W2, &W3, %(S)s, %(A)s, %(G)s, %(GS)s, %(GC)s, %(GA)s, E2, E3, D1,
                 %(dxx)s, %(dpctx)s, %(dcc)s, %(dh0)s, gU + (size_t)tid * k, carry, dh1,
                 dctx, dout, y, gq, sbuf);
         free(carry); free(dh1); free(dctx); free(dout); free(y); free(gq); free(sbuf);
     }
-    nmt_blas_restore(blas);
     if (!failed) {
         const npy_intp S = 9 * d + k;
         const float* H1 = %(G)s + NMT_O_H1(d);
