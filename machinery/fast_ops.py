@@ -259,6 +259,43 @@ static void nmt_adadelta(float* p, float* eg2, float* edx2, const float* g,
     }
 }
 
+/* One Adam step in place (optimizers.adam): m = b1 m + omb1 g; v = b2 v +
+   omb2 g^2; p -= lr_t m / (e + sqrt(v)), float32 as Theano's graph */
+static void nmt_adam(float* p, float* m, float* v, const float* g, npy_intp n, float lr_t,
+                     float b1, float omb1, float b2, float omb2, float e)
+{
+    #pragma omp parallel for schedule(static) if (n >= NMT_PARALLEL_MIN)
+    for (npy_intp i = 0; i < n; ++i) {
+        const float gi = g[i];
+        const float mi = b1 * m[i] + omb1 * gi;
+        const float vi = b2 * v[i] + omb2 * (gi * gi);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] - (lr_t * mi) / (e + sqrtf(vi));
+    }
+}
+
+/* the sum of the squares (each rounded to float) of n floats, in doubles
+   over 8 partial sums */
+static double nmt_sum_squares(const float* x, npy_intp n)
+{
+    double part[8] = {0., 0., 0., 0., 0., 0., 0., 0.};
+    npy_intp j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; ++k) {
+            const float sq = x[j + k] * x[j + k];
+            part[k] += sq;
+        }
+    double sum = 0.;
+    for (int k = 0; k < 8; ++k)
+        sum += part[k];
+    for (; j < n; ++j) {
+        const float sq = x[j] * x[j];
+        sum += sq;
+    }
+    return sum;
+}
+
 /* z = expf(z) over n floats: exp in double precision (libmvec), rounded
    to float; equal to glibc's expf but in rare ties (both are within half
    an ulp of the exact value, or nearly so).  Scalar expf without libmvec. */
@@ -407,7 +444,7 @@ class _FastCOp(COp):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (4, bool(libmvec_flags()))
+        return (5, bool(libmvec_flags()))
 
 
 def _as_f32(x):
@@ -819,37 +856,43 @@ def _log_softmax_numpy(x):
     return (r - log_sum.astype(F32)).astype(F32)
 
 
-class AdadeltaStep(_FastCOp):
-    """One Adadelta step of a parameter: (p, Eg2, Edx2, g) -> (p, Eg2, Edx2)
-    updated, in one pass.  Built out of place; in FAST_RUN an optimizer of
-    Theano's inplace phase (like its own for Gemm or IncSubtensor) makes it
-    update the shared variables' arrays in place: Theano's own graph
-    allocated new arrays for all of them at every update.  (An in-place op
-    in the graph from the start makes every optimizer step validate the
-    destroy map: minutes of compile time.)"""
-    __props__ = ('rho', 'eps', 'inplace')
+class _InPlaceStep(_FastCOp):
+    """An optimizer's step of one parameter: (p, acc1, acc2, g, *scalars) ->
+    (p, acc1, acc2) updated in one pass.  Built out of place; in FAST_RUN an
+    optimizer of Theano's inplace phase (like its own for Gemm or
+    IncSubtensor) makes it update the shared variables' arrays in place:
+    Theano's own graph allocated new arrays for all of them at every update.
+    (An in-place op in the graph from the start makes every optimizer step
+    validate the destroy map: minutes of compile time.)  A subclass names
+    its C function (LOOP, called as LOOP(p, acc1, acc2, g, n, *scalars,
+    *constants)), its constants and its NumPy step."""
+    SCALARS = ()
 
-    def __init__(self, rho, eps, inplace=False):
-        self.rho, self.eps, self.inplace = float(rho), float(eps), bool(inplace)
+    def _init_inplace(self, inplace):
+        self.inplace = bool(inplace)
         if self.inplace:
             self.destroy_map = {0: [0], 1: [1], 2: [2]}
 
-    def make_node(self, p, eg2, edx2, g):
-        inputs = [_as_f32(v) for v in (p, eg2, edx2, g)]
-        return Apply(self, inputs, [v.type() for v in inputs[:3]])
+    def as_inplace(self):
+        return type(self)(*[getattr(self, k) for k in self.__props__[:-1]], inplace=True)
+
+    def constants(self):
+        """The C values of the op's constants, after the scalars."""
+        return [repr(float(getattr(self, k))) + 'f' for k in self.__props__[:-1]]
+
+    def make_node(self, p, acc1, acc2, g, *scalars):
+        inputs = [_as_f32(v) for v in (p, acc1, acc2, g)]
+        scalars = [_as_f32(v) for v in scalars]
+        if len(scalars) != len(self.SCALARS) or any(v.ndim != 0 for v in scalars):
+            raise TypeError('%s takes the scalars %s' % (type(self).__name__, self.SCALARS))
+        return Apply(self, inputs + scalars, [v.type() for v in inputs[:3]])
 
     def perform(self, node, inputs, outputs):
-        p, eg2, edx2, g = inputs
+        p, acc1, acc2 = inputs[:3]
         if not self.inplace:
-            p, eg2, edx2 = p.copy(), eg2.copy(), edx2.copy()
-        rho, eps = numpy.float32(self.rho), numpy.float32(self.eps)
-        eg2 *= rho
-        eg2 += (numpy.float32(1.) - rho) * (g * g)
-        dx = -numpy.sqrt(edx2 + eps) / numpy.sqrt(eg2 + eps) * g
-        edx2 *= rho
-        edx2 += (numpy.float32(1.) - rho) * (dx * dx)
-        p += dx
-        for out, v in zip(outputs, (p, eg2, edx2)):
+            p, acc1, acc2 = p.copy(), acc1.copy(), acc2.copy()
+        self.numpy_step(p, acc1, acc2, inputs[3], *inputs[4:])
+        for out, v in zip(outputs, (p, acc1, acc2)):
             out[0] = v
 
     def infer_shape(self, fgraph, node, shapes):
@@ -869,17 +912,18 @@ class AdadeltaStep(_FastCOp):
     PyArrayObject* %(dst)s = (PyArrayObject*)PyArray_NewCopy(%(src)s, NPY_CORDER);
     if (%(dst)s == NULL) { %(undo)s %(fail)s }
 """ % dict(dst=dst, src=src, undo=undo, fail=fail)
+        args = ['((const float*)PyArray_DATA(%s))[0]' % v for v in inputs[4:]]
         code += r"""
     npy_intp n = PyArray_SIZE(pc);
     if (PyArray_SIZE(ec) != n || PyArray_SIZE(dc) != n || PyArray_SIZE(gc) != n) {
-        PyErr_SetString(PyExc_ValueError, "adadelta_step: sizes differ");
+        PyErr_SetString(PyExc_ValueError, "%(name)s: sizes differ");
         %(cleanup)s Py_DECREF(pc); Py_DECREF(ec); Py_DECREF(dc); %(fail)s
     }
-    nmt_adadelta((float*)PyArray_DATA(pc), (float*)PyArray_DATA(ec),
-                 (float*)PyArray_DATA(dc), (const float*)PyArray_DATA(gc), n,
-                 %(rho)r, %(eps)r);
+    %(loop)s((float*)PyArray_DATA(pc), (float*)PyArray_DATA(ec),
+             (float*)PyArray_DATA(dc), (const float*)PyArray_DATA(gc), n, %(args)s);
     %(cleanup)s
-""" % dict(cleanup=cleanup, fail=fail, rho=self.rho, eps=self.eps)
+""" % dict(cleanup=cleanup, fail=fail, loop=self.LOOP, name=type(self).__name__,
+           args=', '.join(args + self.constants()))
         for dst, src, out in zip(names, inputs[:3], outputs):
             if self.inplace:
                 # a non-contiguous input was copied: write the result back
@@ -897,18 +941,111 @@ class AdadeltaStep(_FastCOp):
         return code + '}\n'
 
 
-@local_optimizer([AdadeltaStep], inplace=True)
-def _adadelta_step_inplace(fgraph, node):
-    if isinstance(node.op, AdadeltaStep) and not node.op.inplace:
-        return AdadeltaStep(node.op.rho, node.op.eps, inplace=True)(
-            *node.inputs, return_list=True)
+class AdadeltaStep(_InPlaceStep):
+    """One Adadelta step of a parameter: (p, Eg2, Edx2, g) -> (p, Eg2, Edx2)
+    updated (docs/equations.md#adadelta)."""
+    __props__ = ('rho', 'eps', 'inplace')
+    LOOP = 'nmt_adadelta'
+
+    def __init__(self, rho, eps, inplace=False):
+        self.rho, self.eps = float(rho), float(eps)
+        self._init_inplace(inplace)
+
+    def constants(self):
+        return [repr(self.rho), repr(self.eps)]
+
+    def numpy_step(self, p, eg2, edx2, g):
+        rho, eps = numpy.float32(self.rho), numpy.float32(self.eps)
+        eg2 *= rho
+        eg2 += (numpy.float32(1.) - rho) * (g * g)
+        dx = -numpy.sqrt(edx2 + eps) / numpy.sqrt(eg2 + eps) * g
+        edx2 *= rho
+        edx2 += (numpy.float32(1.) - rho) * (dx * dx)
+        p += dx
+
+
+class AdamStep(_InPlaceStep):
+    """One Adam step of a parameter (optimizers.adam, dl4mt's): (p, m, v, g,
+    lr_t) -> (p, m, v) updated: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2)
+    g^2, p -= lr_t m / (sqrt(v) + e), in float32 as Theano's graph of it.
+    b1, b2, e: their float32 values."""
+    __props__ = ('b1', 'b2', 'e', 'inplace')
+    LOOP = 'nmt_adam'
+    SCALARS = ('lr_t',)
+
+    def __init__(self, b1, b2, e, inplace=False):
+        self.b1, self.b2, self.e = (float(numpy.float32(v)) for v in (b1, b2, e))
+        self._init_inplace(inplace)
+
+    def constants(self):
+        one = numpy.float32(1.)
+        return [repr(float(v)) + 'f' for v in (self.b1, one - numpy.float32(self.b1), self.b2,
+                                               one - numpy.float32(self.b2), self.e)]
+
+    def numpy_step(self, p, m, v, g, lr_t):
+        f = numpy.float32
+        b1, b2, e = f(self.b1), f(self.b2), f(self.e)
+        m *= b1
+        m += (f(1.) - b1) * g
+        v *= b2
+        v += (f(1.) - b2) * (g * g)
+        p -= (f(lr_t) * m) / (e + numpy.sqrt(v))
+
+
+@local_optimizer([AdadeltaStep, AdamStep], inplace=True)
+def _step_inplace(fgraph, node):
+    if isinstance(node.op, _InPlaceStep) and not node.op.inplace:
+        return node.op.as_inplace()(*node.inputs, return_list=True)
     return False
 
 
-optdb.register('nmt_adadelta_step_inplace',
-               TopoOptimizer(_adadelta_step_inplace,
-                             failure_callback=TopoOptimizer.warn_inplace),
+optdb.register('nmt_optimizer_step_inplace',
+               TopoOptimizer(_step_inplace, failure_callback=TopoOptimizer.warn_inplace),
                60, 'fast_run', 'inplace')
+
+
+class SquaredNorm(_FastCOp):
+    """sum over the arrays of sum(x ** 2) (the gradient's squared norm of
+    clipping), as Theano's graph of it computes it: each array's squares in
+    float32 summed in doubles, rounded to float32, the arrays' sums added in
+    float32 in order; one pass over each array and no array of squares."""
+    __props__ = ()
+
+    def make_node(self, *arrays):
+        arrays = [_as_f32(v) for v in arrays]
+        return Apply(self, arrays, [tensor.fscalar()])
+
+    def perform(self, node, inputs, outputs):
+        total = numpy.float32(0.)
+        for x in inputs:
+            total = numpy.float32(total + numpy.float32(
+                numpy.square(x).sum(dtype='float64')))
+        outputs[0][0] = numpy.asarray(total, dtype=F32)
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [()]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        fail = sub['fail']
+        (out,) = outputs
+        code = '{\n    float total = 0.f;\n'
+        for i, x in enumerate(inputs):
+            code += r"""
+    {
+        PyArrayObject* xc = PyArray_GETCONTIGUOUS(%(x)s);
+        if (xc == NULL) { %(fail)s }
+        total += (float)nmt_sum_squares((const float*)PyArray_DATA(xc), PyArray_SIZE(xc));
+        Py_DECREF(xc);
+    }
+""" % dict(x=x, fail=fail)
+        return code + r"""
+    if (%(out)s == NULL) {
+        %(out)s = (PyArrayObject*)PyArray_EMPTY(0, NULL, NPY_FLOAT32, 0);
+        if (%(out)s == NULL) { %(fail)s }
+    }
+    ((float*)PyArray_DATA(%(out)s))[0] = total;
+}
+""" % dict(out=out, fail=fail)
 
 
 def _output_layer_c_code(inputs, sub, body, allocations):
@@ -1016,3 +1153,20 @@ def output_nll(hidden, W, b, y, y_mask):
 def adadelta_step(p, eg2, edx2, g, rho, eps):
     """(p, Eg2, Edx2) after one Adadelta step (in place once compiled)."""
     return AdadeltaStep(rho, eps)(p, eg2, edx2, g)
+
+
+def adam_step(p, m, v, g, lr_t, b1, b2, e):
+    """(p, m, v) after one Adam step with the corrected rate lr_t (in place
+    once compiled)."""
+    return AdamStep(b1, b2, e)(p, m, v, g, lr_t)
+
+
+def squared_norm(arrays):
+    """sum over the arrays of sum(x ** 2): one C op on the CPU, else
+    Theano's graph of it."""
+    if enabled():
+        return SquaredNorm()(*arrays)
+    total = 0.
+    for x in arrays:
+        total += (x ** 2).sum()
+    return total
