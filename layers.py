@@ -26,6 +26,7 @@ import theano.tensor as tensor
 
 from machinery import fast_ops
 from machinery import recurrent_ops
+from machinery import threaded_ops  # noqa: F401  (its optimizer: CPU ops on every thread)
 
 
 def _p(prefix, name):

@@ -275,9 +275,11 @@ static void nmt_adam(float* p, float* m, float* v, const float* g, npy_intp n, f
     }
 }
 
-/* the sum of the squares (each rounded to float) of n floats, in doubles
-   over 8 partial sums */
-static double nmt_sum_squares(const float* x, npy_intp n)
+/* the sum of the squares (each rounded to float) of n floats, in doubles:
+   each chunk of NMT_CHUNK values over 8 partial sums, the chunks' sums in
+   order (on OMP_NUM_THREADS threads; the same sum on any number) */
+#define NMT_CHUNK 65536
+static double nmt_chunk_squares(const float* x, npy_intp n)
 {
     double part[8] = {0., 0., 0., 0., 0., 0., 0., 0.};
     npy_intp j = 0;
@@ -293,6 +295,26 @@ static double nmt_sum_squares(const float* x, npy_intp n)
         const float sq = x[j] * x[j];
         sum += sq;
     }
+    return sum;
+}
+
+static double nmt_sum_squares(const float* x, npy_intp n)
+{
+    const npy_intp chunks = (n + NMT_CHUNK - 1) / NMT_CHUNK;
+    if (chunks <= 1)
+        return nmt_chunk_squares(x, n);
+    double* sums = (double*)malloc(chunks * sizeof(double));
+    if (sums == NULL)
+        return NAN;   /* shows in the norm, never silently */
+    #pragma omp parallel for schedule(static) if (n >= NMT_PARALLEL_MIN)
+    for (npy_intp c = 0; c < chunks; ++c) {
+        const npy_intp a = c * NMT_CHUNK;
+        sums[c] = nmt_chunk_squares(x + a, n - a < NMT_CHUNK ? n - a : NMT_CHUNK);
+    }
+    double sum = 0.;
+    for (npy_intp c = 0; c < chunks; ++c)
+        sum += sums[c];
+    free(sums);
     return sum;
 }
 
@@ -444,7 +466,7 @@ class _FastCOp(COp):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (5, bool(libmvec_flags()))
+        return (6, bool(libmvec_flags()))
 
 
 def _as_f32(x):

@@ -67,6 +67,79 @@ static void nmt_gemm(int ta, int tb, npy_intp M, npy_intp N, npy_intp K, float a
     sgemm_(tb ? "T" : "N", ta ? "T" : "N", &n, &m, &k, &alpha, B, &lb, A, &la, &beta, C, &lc);
 }
 
+/* OpenBLAS's thread count (NULL with another BLAS): a parallel loop whose
+   threads call the BLAS keeps it on one thread meanwhile */
+extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+static int nmt_blas_single(int nt)
+{
+    if (nt <= 1 || !openblas_get_num_threads || !openblas_set_num_threads)
+        return 0;
+    int before = openblas_get_num_threads();
+    if (before > 1)
+        openblas_set_num_threads(1);
+    return before > 1 ? before : 0;
+}
+
+static void nmt_blas_restore(int before)
+{
+    if (before > 0)
+        openblas_set_num_threads(before);
+}
+
+/* the threads for `work` (flops, values) in `units` that can go to
+   different threads: every OpenMP thread for large work, else fewer */
+static int nmt_threads_for(double work, npy_intp units)
+{
+    int nt = 1;
+    #ifdef _OPENMP
+    nt = omp_get_max_threads();
+    #endif
+    const double least = 2e6;   /* below, a thread costs more than it saves */
+    while (nt > 1 && (work / nt < least || units < nt))
+        --nt;
+    return nt;
+}
+
+/* nmt_gemm with the output's rows (or, when there are more columns, its
+   columns) split over the OpenMP threads, each block one BLAS call on its
+   thread: every element is the same dot product as in one call */
+static void nmt_parallel_gemm(int ta, int tb, npy_intp M, npy_intp N, npy_intp K,
+                              const float* A, npy_intp lda, const float* B, npy_intp ldb,
+                              float beta, float* C, npy_intp ldc)
+{
+    const int by_rows = M >= N;
+    const npy_intp units = by_rows ? M : N;
+    const int nt = nmt_threads_for(2. * M * N * K, units), blas = nmt_blas_single(nt);
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = 0;
+        #ifdef _OPENMP
+        t = omp_get_thread_num();
+        #endif
+        const npy_intp a = units * t / nt, b = units * (t + 1) / nt;
+        if (by_rows)
+            nmt_gemm(ta, tb, b - a, N, K, 1.f, ta ? A + a : A + a * lda, lda, B, ldb, beta,
+                     C + a * ldc, ldc);
+        else
+            nmt_gemm(ta, tb, M, b - a, K, 1.f, A, lda, tb ? B + a * ldb : B + a, ldb, beta,
+                     C + a, ldc);
+    }
+    nmt_blas_restore(blas);
+}
+
+/* the layout of a matrix as a row-major operand: 0 C-contiguous, 1 its
+   transpose is (F-contiguous), -1 neither; ld: its row stride as stored */
+static int nmt_layout(PyArrayObject* a, npy_intp* ld)
+{
+    const npy_intp r = PyArray_DIMS(a)[0], c = PyArray_DIMS(a)[1];
+    const npy_intp s0 = PyArray_STRIDES(a)[0] / 4, s1 = PyArray_STRIDES(a)[1] / 4;
+    if ((s1 == 1 || c <= 1) && s0 >= (c > 1 ? c : 1)) { *ld = s0 > 0 ? s0 : 1; return 0; }
+    if ((s0 == 1 || r <= 1) && s1 >= (r > 1 ? r : 1)) { *ld = s1 > 0 ? s1 : 1; return 1; }
+    return -1;
+}
+
 /* z = sigmoid(z) = 1 / (1 + exp(-z)) over n floats (the vector expf) */
 static void nmt_sigmoid_inplace(float* z, npy_intp n)
 {
@@ -152,11 +225,13 @@ static void nmt_gru_row_backward(const float* dout, const float* G, const float*
 static void nmt_gru_weight_grads(npy_intp T, npy_intp N, npy_intp d, const float* h0,
                                  const float* h, const float* D, float* dU, float* dUx)
 {
-    nmt_gemm(1, 0, d, 2 * d, T ? N : 0, 1.f, h0, d, D, 3 * d, 0.f, dU, 2 * d);
-    nmt_gemm(1, 0, d, d, T ? N : 0, 1.f, h0, d, D + 2 * d, 3 * d, 0.f, dUx, d);
+    nmt_parallel_gemm(1, 0, d, 2 * d, T ? N : 0, h0, d, D, 3 * d, 0.f, dU, 2 * d);
+    nmt_parallel_gemm(1, 0, d, d, T ? N : 0, h0, d, D + 2 * d, 3 * d, 0.f, dUx, d);
     if (T > 1) {
-        nmt_gemm(1, 0, d, 2 * d, (T - 1) * N, 1.f, h, d, D + N * 3 * d, 3 * d, 1.f, dU, 2 * d);
-        nmt_gemm(1, 0, d, d, (T - 1) * N, 1.f, h, d, D + N * 3 * d + 2 * d, 3 * d, 1.f, dUx, d);
+        nmt_parallel_gemm(1, 0, d, 2 * d, (T - 1) * N, h, d, D + N * 3 * d, 3 * d, 1.f, dU,
+                          2 * d);
+        nmt_parallel_gemm(1, 0, d, d, (T - 1) * N, h, d, D + N * 3 * d + 2 * d, 3 * d, 1.f,
+                          dUx, d);
     }
 }
 
@@ -1032,11 +1107,11 @@ class CondGRULayerGrad(_RecurrenceCOp):
         const npy_intp S = 9 * d + k;
         const float* H1 = %(G)s + NMT_O_H1(d);
         nmt_gru_weight_grads(T, N, d, %(H0)s, %(S)s, D1, %(dU)s, %(dUx)s);
-        nmt_gemm(1, 0, d, k, rows, 1.f, H1, S, E2, w2, 0.f, %(dWca)s, k);
-        nmt_gemm(1, 0, d, 2 * d, rows, 1.f, H1, S, E2 + k, w2, 0.f, %(dUnl)s, 2 * d);
-        nmt_gemm(1, 0, d, d, rows, 1.f, H1, S, E2 + k + 2 * d, w2, 0.f, %(dUxnl)s, d);
-        nmt_gemm(1, 0, K2, 2 * d, rows, 1.f, %(C)s, K2, E3, 3 * d, 0.f, %(dWc)s, 2 * d);
-        nmt_gemm(1, 0, K2, d, rows, 1.f, %(C)s, K2, E3 + 2 * d, 3 * d, 0.f, %(dWcx)s, d);
+        nmt_parallel_gemm(1, 0, d, k, rows, H1, S, E2, w2, 0.f, %(dWca)s, k);
+        nmt_parallel_gemm(1, 0, d, 2 * d, rows, H1, S, E2 + k, w2, 0.f, %(dUnl)s, 2 * d);
+        nmt_parallel_gemm(1, 0, d, d, rows, H1, S, E2 + k + 2 * d, w2, 0.f, %(dUxnl)s, d);
+        nmt_parallel_gemm(1, 0, K2, 2 * d, rows, %(C)s, K2, E3, 3 * d, 0.f, %(dWc)s, 2 * d);
+        nmt_parallel_gemm(1, 0, K2, d, rows, %(C)s, K2, E3 + 2 * d, 3 * d, 0.f, %(dWcx)s, d);
         double* sums = (double*)calloc(3 * d + 1, sizeof(double));
         if (sums == NULL)
             failed = 1;
