@@ -32,6 +32,7 @@ The ops also have NumPy implementations (used by the Python linker).
 """
 import contextlib
 import functools
+import os
 
 import numpy
 from machinery import theano_env  # noqa: F401  (configures Theano before its import)
@@ -1119,10 +1120,18 @@ def original_graph():
         _ENABLED.pop()
 
 
+# NMT_THEANO_OPS=1: every graph with Theano's own ops, as the original code
+# builds them (the C ops sum in another order: float32 rounding, within the
+# fidelity tests' tolerances); docs/speed.md#what-differs-from-the-original-code
+THEANO_OPS_VARIABLE = 'NMT_THEANO_OPS'
+
+
 def enabled():
     """Whether graphs built now use the C ops: on the CPU only (device=cpu;
-    the GPU backend gets Theano's own graph), outside original_graph()."""
-    return _ENABLED[-1] and theano.config.device == 'cpu'
+    the GPU backend gets Theano's own graph), outside original_graph(), and
+    not with NMT_THEANO_OPS=1."""
+    return (_ENABLED[-1] and theano.config.device == 'cpu' and
+            os.environ.get(THEANO_OPS_VARIABLE, '0') in ('', '0'))
 
 
 def attention(pctx, q, U_att, c_tt, cc, mask=None):

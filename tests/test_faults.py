@@ -327,6 +327,7 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
     log = str(corpus / 'sig.npz.log.jsonl')
     proc = start_training(corpus, 'sig.npz', *flags)
     wait_for_event(proc, log, 'update', min_uidx=3)
+    proc.send_signal(signal.SIGSTOP)   # paused (its lock held): the folder stays as it is
     before = snapshot(str(corpus))
     for flag in ('--reload', '--restart'):   # --restart moves nothing of a running run
         second = train(corpus, 'sig.npz', '--finish_after', '5', flag, *flags, check=False)
@@ -334,7 +335,9 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
         assert error_line(second) == (
             'error: sig.npz: another training run (process %d) is writing this model; wait '
             'for it, stop it (kill -TERM), or choose another --model' % proc.pid)
-    assert sorted(os.listdir(str(corpus))) == sorted(before)
+    now = snapshot(str(corpus))
+    assert now == before, sorted(n for n in set(now) | set(before) if now.get(n) != before.get(n))
+    proc.send_signal(signal.SIGCONT)
     proc.send_signal(signal.SIGTERM)
     note = 'SIGTERM: the run stops after this update, with a checkpoint'
     deadline = time.time() + 60
@@ -357,6 +360,21 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
     assert_same_parameters(corpus / 'ref.npz', corpus / 'sig.npz')
 
 
+def kill_while(proc, under_way, seconds=60):
+    """kill -9 while under_way() is true: stopped (SIGSTOP) when it is seen,
+    killed if it still is, else let go on; a loaded machine's save may end
+    between the look and the kill."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if under_way():
+            proc.send_signal(signal.SIGSTOP)
+            if under_way():
+                break
+            proc.send_signal(signal.SIGCONT)
+    proc.kill()
+    proc.wait()
+
+
 def test_kill_during_a_save_then_sigint(corpus):
     """kill -9 while a checkpoint is being written leaves every file whole
     (and its lock blocks nothing): the next run removes the half-written
@@ -364,11 +382,7 @@ def test_kill_during_a_save_then_sigint(corpus):
     folder = str(corpus)
     proc = start_training(corpus, 'k.npz', '--saveFreq', '1')
     wait_for_event(proc, str(corpus / 'k.npz.log.jsonl'), 'checkpoint', min_uidx=5)
-    deadline = time.time() + 60
-    while not temporaries(folder) and time.time() < deadline:   # a save under way
-        pass
-    proc.kill()
-    proc.wait()
+    kill_while(proc, lambda: temporaries(folder))   # a save under way
     assert temporaries(folder), 'the kill did not land during a save'
     assert (corpus / 'k.npz.lock').exists()             # the killed run's
     for suffix in ('', '.resume.npz'):
@@ -398,11 +412,7 @@ def test_kill_during_a_snapshot(corpus):
                                 stderr=subprocess.STDOUT, env=QUICK_ENV,
                                 preexec_fn=default_signals)
     wait_for_event(proc, str(corpus / 'snap.npz.log.jsonl'), 'checkpoint', min_uidx=2)
-    deadline = time.time() + 60
-    while not snapshot_temporaries(folder) and time.time() < deadline:
-        pass
-    proc.kill()
-    proc.wait()
+    kill_while(proc, lambda: snapshot_temporaries(folder))
     assert snapshot_temporaries(folder), 'the kill did not land during a snapshot'
     train(corpus, 'snap.npz', '--reload', '--finish_after', '1')   # trained already
     assert snapshot_temporaries(folder) == [] and temporaries(folder) == []

@@ -91,12 +91,13 @@ _SCAN_RESULTS = {}
 
 
 def _scan_results(kind, tparams, args, *flags):
-    """The scan graph's outputs on args, computed once per kind and flags
-    (its functions take the longest to compile)."""
+    """The scan graph's outputs on args, computed once per kind and flags,
+    by Theano's Python implementations (FAST_COMPILE: the same graph; its
+    gradient in C took minutes to compile)."""
     key = (kind,) + flags
     if key not in _SCAN_RESULTS:
         make = _gru_function if kind == 'gru' else _cond_function
-        _SCAN_RESULTS[key] = make(True, 'FAST_RUN', tparams, *flags)(*args)
+        _SCAN_RESULTS[key] = make(True, 'FAST_COMPILE', tparams, *flags)(*args)
     return _SCAN_RESULTS[key]
 
 
@@ -209,3 +210,21 @@ def test_shapes_that_do_not_match_are_refused():
     values['xx'] = np.zeros((2, 3, 5), f32)
     with pytest.raises(ValueError, match='shapes do not match'):
         f(*[values[n] for n in names])
+
+
+def test_nmt_theano_ops_builds_the_original_scan(monkeypatch):
+    """NMT_THEANO_OPS=1: the layer is Theano's scan again (the original's
+    graph, one variable away); unset: the C op."""
+    tparams = OrderedDict((k, theano.shared(v)) for k, v in _params(3).items())
+    emb, mask = tensor.tensor3('emb'), tensor.matrix('mask')
+
+    def op_names():
+        h = layers.gru_layer(tparams, emb, {}, prefix='decoder', mask=mask)[0]
+        return {type(v.owner.op).__name__ for v in theano.graph.basic.ancestors([h])
+                if v.owner is not None}
+    monkeypatch.setenv(fast_ops.THEANO_OPS_VARIABLE, '1')
+    assert not fast_ops.enabled()
+    assert 'Scan' in op_names()
+    monkeypatch.setenv(fast_ops.THEANO_OPS_VARIABLE, '0')
+    assert fast_ops.enabled()
+    assert 'Scan' not in op_names()
