@@ -1126,12 +1126,16 @@ def original_graph():
 THEANO_OPS_VARIABLE = 'NMT_THEANO_OPS'
 
 
+def theano_ops_asked():
+    """NMT_THEANO_OPS=1 (or any value but 0 and empty) is set."""
+    return os.environ.get(THEANO_OPS_VARIABLE, '0') not in ('', '0')
+
+
 def enabled():
     """Whether graphs built now use the C ops: on the CPU only (device=cpu;
     the GPU backend gets Theano's own graph), outside original_graph(), and
     not with NMT_THEANO_OPS=1."""
-    return (_ENABLED[-1] and theano.config.device == 'cpu' and
-            os.environ.get(THEANO_OPS_VARIABLE, '0') in ('', '0'))
+    return _ENABLED[-1] and theano.config.device == 'cpu' and not theano_ops_asked()
 
 
 def attention(pctx, q, U_att, c_tt, cc, mask=None):

@@ -149,8 +149,9 @@ class LeadingSum(_ThreadedCOp):
 @local_optimizer([theano_blas.Dot22, theano_elemwise.Sum])
 def _threaded(fgraph, node):
     """Dot22 of float32 matrices -> ThreadedDot22; Sum over leading axes of
-    a float32 array in doubles -> LeadingSum (CPU graphs only)."""
-    if theano.config.device != 'cpu':
+    a float32 array in doubles -> LeadingSum (CPU graphs only; not with
+    NMT_THEANO_OPS=1)."""
+    if theano.config.device != 'cpu' or fast_ops.theano_ops_asked():
         return False
     op, out = node.op, node.outputs[0]
     if out.dtype != 'float32' or any(i.dtype != 'float32' for i in node.inputs):

@@ -212,7 +212,7 @@ def test_shapes_that_do_not_match_are_refused():
         f(*[values[n] for n in names])
 
 
-def test_nmt_theano_ops_builds_the_original_scan(monkeypatch):
+def test_nmt_theano_ops_builds_the_original_graph(monkeypatch):
     """NMT_THEANO_OPS=1: the layer is Theano's scan again (the original's
     graph, one variable away); unset: the C op."""
     tparams = OrderedDict((k, theano.shared(v)) for k, v in _params(3).items())
@@ -225,6 +225,9 @@ def test_nmt_theano_ops_builds_the_original_scan(monkeypatch):
     monkeypatch.setenv(fast_ops.THEANO_OPS_VARIABLE, '1')
     assert not fast_ops.enabled()
     assert 'Scan' in op_names()
+    x, y = tensor.matrix('x'), tensor.matrix('y')   # and Theano's own products
+    f = theano.function([x, y], tensor.dot(x, y))
+    assert [type(n.op).__name__ for n in f.maker.fgraph.toposort()] == ['Dot22']
     monkeypatch.setenv(fast_ops.THEANO_OPS_VARIABLE, '0')
     assert fast_ops.enabled()
     assert 'Scan' not in op_names()
