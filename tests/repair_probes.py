@@ -579,8 +579,12 @@ def probe_numpy2_c_api():
     from theano.link.c.cvm import CVM
     from theano.sandbox import rng_mrg
     x, y = tensor.matrix('x'), tensor.matrix('y')
-    fn = theano.function([x, y], [tensor.dot(x, y), x.dimshuffle(0, 'x', 1) * 2])
+    # Theano's own Dot22, whose C code reads the item size (threaded_ops'
+    # optimizer would replace it by the project's op)
+    mode = theano.compile.mode.get_default_mode().excluding('nmt_threaded_ops')
+    fn = theano.function([x, y], [tensor.dot(x, y), x.dimshuffle(0, 'x', 1) * 2], mode=mode)
     assert isinstance(fn.fn, CVM), 'not run by the C virtual machine: %r' % fn.fn
+    assert 'Dot22' in [type(n.op).__name__ for n in fn.maker.fgraph.toposort()]
     a, b = RNG.rand(3, 4).astype('float32'), RNG.rand(4, 2).astype('float32')
     product, expanded = fn(a, b)
     expect_close(product, a.dot(b))
