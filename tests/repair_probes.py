@@ -127,6 +127,12 @@ def probe_whole_key_files():
         shutil.rmtree(folder)
 
 
+def theano_own_dot22_mode():
+    """The default mode without threaded_ops' optimizer: Theano's own Dot22,
+    whose C code the probes need, stays in the graph."""
+    return theano.compile.mode.get_default_mode().excluding('nmt_threaded_ops')
+
+
 def probe_props_less_ops_kept():
     """A module of an op without properties (Dot22) has a versioned key: the
     compile cache keeps it for the next process instead of compiling it again."""
@@ -134,7 +140,7 @@ def probe_props_less_ops_kept():
     from theano.link.c.basic import CLinker
     x, y = tensor.matrix('x'), tensor.matrix('y')
     # Theano's own Dot22 (threaded_ops' optimizer would replace it)
-    mode = theano.compile.mode.get_default_mode().excluding('nmt_threaded_ops')
+    mode = theano_own_dot22_mode()
     fn = theano.function([x, y], tensor.dot(x, y), mode=mode)
     dot = [n for n in fn.maker.fgraph.toposort() if type(n.op).__name__ == 'Dot22']
     assert dot, 'no Dot22 in %s' % fn.maker.fgraph.toposort()
@@ -581,7 +587,7 @@ def probe_numpy2_c_api():
     x, y = tensor.matrix('x'), tensor.matrix('y')
     # Theano's own Dot22, whose C code reads the item size (threaded_ops'
     # optimizer would replace it by the project's op)
-    mode = theano.compile.mode.get_default_mode().excluding('nmt_threaded_ops')
+    mode = theano_own_dot22_mode()
     fn = theano.function([x, y], [tensor.dot(x, y), x.dimshuffle(0, 'x', 1) * 2], mode=mode)
     assert isinstance(fn.fn, CVM), 'not run by the C virtual machine: %r' % fn.fn
     assert 'Dot22' in [type(n.op).__name__ for n in fn.maker.fgraph.toposort()]
