@@ -43,8 +43,22 @@ DATA_OPTIONS = (
     Option('dictionaries', None, 'word -> id of each side (build_dictionary.py)', 'data', RUN,
            nargs=2, metavar=('DICT_SRC', 'DICT_TRG'), required=True, files=DICTIONARIES),
 )
+# the order of the options in a model file (dl4mt's train() arguments, then
+# this project's additions): the files read as the original code wrote them
+SAVED_ORDER = (
+    'dim_word', 'dim', 'encoder', 'decoder', 'patience', 'max_epochs', 'finish_after',
+    'dispFreq', 'decay_c', 'alpha_c', 'clip_c', 'lrate', 'n_words_src', 'n_words', 'maxlen',
+    'optimizer', 'batch_size', 'valid_batch_size', 'saveto', 'validFreq', 'saveFreq',
+    'sampleFreq', 'datasets', 'valid_datasets', 'dictionaries', 'use_dropout', 'reload_',
+    'overwrite',
+    # additions
+    'residual', 'att_scoring', 'inference', 'shuffle_each_epoch', 'seed', 'noise_seed',
+    'bleu_valid_freq', 'bleu_valid_ref', 'bleu_valid_beam', 'bleu_patience',
+    'bleu_valid_postprocess', 'external_validation_script', 'reload_model_only', 'restart',
+    'init', 'dropout_embedding', 'dropout_context', 'dropout_readout')
 OPTIONS = OptionSchema(MODEL_OPTIONS + DATA_OPTIONS + LOOP_OPTIONS + OPTIMIZER_OPTIONS
-                       + validators.COST_OPTIONS + validators.SCORE_OPTIONS)
+                       + validators.COST_OPTIONS + validators.SCORE_OPTIONS,
+                       saved_order=SAVED_ORDER)
 
 
 def train(**kwargs):

@@ -99,8 +99,19 @@ DATA_OPTIONS = (
     Option('dictionary', None, 'word -> id (.pkl or .json); default: built from --data',
            'data', ARCHITECTURE, metavar='DICT', files=DICTIONARIES),
 )
+# the order of the options in a model file (dl4mt's lm.py, then this
+# project's additions)
+SAVED_ORDER = (
+    'dim_word', 'dim', 'encoder', 'patience', 'max_epochs', 'finish_after', 'dispFreq',
+    'decay_c', 'clip_c', 'lrate', 'n_words', 'maxlen', 'optimizer', 'batch_size',
+    'valid_batch_size', 'saveto', 'validFreq', 'saveFreq', 'sampleFreq', 'dataset',
+    'valid_dataset', 'dictionary', 'use_dropout', 'reload_', 'overwrite',
+    # additions
+    'residual', 'att_scoring', 'tie_embeddings', 'shuffle_each_epoch', 'seed', 'noise_seed',
+    'reload_model_only', 'restart')
 OPTIONS = OptionSchema(MODEL_OPTIONS + DATA_OPTIONS + LOOP_OPTIONS + OPTIMIZER_OPTIONS
-                       + validators.COST_OPTIONS, fixed={'model_kind': MODEL_KIND})
+                       + validators.COST_OPTIONS, fixed={'model_kind': MODEL_KIND},
+                       saved_order=SAVED_ORDER)
 RNN_PREFIX, ATT_PREFIX = 'lm', 'res_att'
 
 

@@ -99,15 +99,22 @@ class Option(object):
 class OptionSchema(object):
     """The options of one command, in --help's order within each group;
     ``fixed``: keys every filled set of options has with these values (the
-    kind of model)."""
+    kind of model); ``saved_order``: the order of the first keys of a
+    filled set (the model files' order, which the original code wrote),
+    the other options following in declaration order."""
 
-    def __init__(self, options, fixed=None):
+    def __init__(self, options, fixed=None, saved_order=()):
         self.options = OrderedDict()
         for option in options:
             if option.name in self.options:
                 raise ValueError('option %s declared twice' % option.name)
             self.options[option.name] = option
         self.fixed = dict(fixed or {})
+        unknown = [name for name in saved_order if name not in self.options]
+        if unknown or len(set(saved_order)) != len(saved_order):
+            raise ValueError('saved_order: unknown or repeated %s' % unknown)
+        self.order = tuple(saved_order) + tuple(name for name in self.options
+                                                if name not in saved_order)
 
     def __getitem__(self, name):
         return self.options[name]
@@ -116,7 +123,8 @@ class OptionSchema(object):
         return name in self.options
 
     def defaults(self):
-        return OrderedDict((name, o.default) for name, o in self.options.items())
+        """name -> default, in the saved order."""
+        return OrderedDict((name, self.options[name].default) for name in self.order)
 
     def names(self, *roles):
         """The options of these roles, in declaration order."""
