@@ -114,12 +114,13 @@ TIE_EMBEDDINGS = Option('tie_embeddings', False, 'the output layer is the transp
 def check_options(options):
     """InputError naming the option when the model's options do not fit:
     a value that the option does not take, decoder options that the
-    registry has not (layers.variant_of), two dropouts of the readout."""
-    MODEL.check_values(options)
+    registry has not (layers.variant_of, whose message names the values a
+    decoder takes), two dropouts of the readout."""
     try:
         layers.variant_of(options)
     except ValueError as e:
         raise InputError(str(e))
+    MODEL.check_values(options)
     if options.get('use_dropout') and options.get('dropout_readout', 0.) > 0.:
         raise InputError('--use_dropout (dl4mt\'s readout dropout) and --dropout_readout '
                          'are two dropouts of the same layer: give one')
