@@ -1,7 +1,7 @@
 """Decoding with compiled samplers (docs/equations.md#decoding-beam-search).
 
 Sampling, beam search and forced decoding over the ``f_init``/``f_next``
-pairs that ``nmt.build_sampler`` compiles.  Both are ``nmt.StepFunction``
+pairs that ``sampler.build_sampler`` compiles.  Both are ``sampler.StepFunction``
 objects: their inputs and outputs have names (``f_next.named(values)``), and
 ``f_next`` knows what the decoder carries from one step to the next
 (``initial_carry``, ``reorder_carry``).  Nothing here imports Theano.

@@ -135,18 +135,30 @@ class GradientExchange(object):
 
     def update(self, inputs, lrate):
         """inputs: the whole batch's arrays, sentences along axis 1."""
-        totals = numpy.array([self._weighted_gradients(inputs), 0.])
-        self.world.reduce_scatter(self.gradients.buffer, self.own_sum.buffer,
-                                  self.offsets, self.counts)
+        part, model = self.part, self.model
+        totals = numpy.array([part('gradients', self._weighted_gradients, inputs), 0.])
+        part('sum', self.world.reduce_scatter, self.gradients.buffer, self.own_sum.buffer,
+             self.offsets, self.counts)
+        cost, norm2 = part('norm', self._totals, totals)
+        if model.f_grad_shared is not None:
+            scalars = [numpy.float32(cost)] + ([numpy.float32(norm2)] if self.clips else [])
+            part('clip', model.f_grad_shared, *(self.own_sum.views + scalars))
+            part('optimizer', model.f_update, lrate)
+        part('share', self._share_parameters)
+        return numpy.float32(cost)
+
+    def part(self, name, function, *args):
+        """``function(*args)``: the part ``name`` of an update (a subclass
+        may time it: speed/benchmark.py)."""
+        return function(*args)
+
+    def _totals(self, totals):
+        """(the batch's cost, the squared norm of its whole gradient): this
+        worker's weighted cost and its group's squared norm, summed over the
+        workers."""
         if self.clips:
             totals[1] = squared_norm(self.own_sum.buffer)
-        cost, norm2 = self.world.sum_arrays(totals, 'the sum of the cost and the norm')
-        if self.model.f_grad_shared is not None:
-            scalars = [numpy.float32(cost)] + ([numpy.float32(norm2)] if self.clips else [])
-            self.model.f_grad_shared(*(self.own_sum.views + scalars))
-            self.model.f_update(lrate)
-        self._share_parameters()
-        return numpy.float32(cost)
+        return self.world.sum_arrays(totals, 'the sum of the cost and the norm')
 
     def _weighted_gradients(self, inputs):
         """This worker's share's gradients times n_k/n into the gradient

@@ -25,6 +25,7 @@ import theano
 import theano.tensor as tensor
 
 from machinery import fast_ops
+from machinery.option_schema import GRAPH, Option
 
 
 def clip_gradients(grads, clip_c, norm2=None):
@@ -166,6 +167,16 @@ def sgd(lr, tparams, grads, inp, cost, state=None):
 
 
 OPTIMIZERS = {'adadelta': adadelta, 'adam': adam, 'rmsprop': rmsprop, 'sgd': sgd}
+# the options of training_functions (machinery/option_schema.py), dl4mt's defaults
+OPTIMIZER_OPTIONS = (
+    Option('clip_c', -1., 'gradients whose norm is above this are scaled down to it (-1: no '
+           'clipping)', 'optimisation', GRAPH),
+    Option('lrate', 0.01, 'learning rate of adam and sgd (adadelta and rmsprop ignore it)',
+           'optimisation', GRAPH),
+    Option('optimizer', 'rmsprop', 'adam (with --lrate 0.0004), adadelta and rmsprop (no '
+           'learning rate), sgd (with --lrate 1)', 'optimisation', GRAPH,
+           choices=tuple(sorted(OPTIMIZERS))),
+)
 
 
 def training_functions(options, tparams, inputs, cost, state=None, fused=True, mode=None):

@@ -39,14 +39,14 @@ def pair_ids(src_lines, trg_lines, src_path, trg_path, word_dicts, options):
 
 def score_pairs(f_log_probs, pairs, batch_size, progress=True):
     """Costs in input order; batches of similar length for speed."""
-    import nmt
+    from data_iterator import prepare_data
     order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
     costs = numpy.zeros(len(pairs), dtype='float64')
     meter = ProgressLine(len(pairs), 'scored', 'pairs') if progress else None
     for b in range(0, len(order), batch_size):
         idx = order[b:b + batch_size]
-        x, x_mask, y, y_mask = nmt.prepare_data([pairs[i][0] for i in idx],
-                                                [pairs[i][1] for i in idx])
+        x, x_mask, y, y_mask = prepare_data([pairs[i][0] for i in idx],
+                                            [pairs[i][1] for i in idx])
         costs[idx] = f_log_probs(x, x_mask, y, y_mask)
         if meter:
             meter.update(min(b + batch_size, len(order)))
@@ -59,8 +59,8 @@ def load_scoring_model(path, dictionaries, inference):
     """(options, parameters, word dictionaries) of one model, which scores
     with ``inference``; the dictionaries are ``dictionaries`` or those its
     options name (as named, or beside the model)."""
-    import nmt
-    options, params = nmt.load_model(path, inference)
+    from translation.decoding import load_models
+    _, options, params = load_models([path], inference)[0]
     if not dictionaries and not options.get('dictionaries'):
         raise InputError('%s.pkl names no dictionaries: give -d DICT_SRC DICT_TRG' % path)
     dict_paths = dictionaries or [file_as_named_or_beside(d, path) or d
@@ -73,11 +73,12 @@ def build_scorer(options, params):
     f_log_probs, or with the authors' inference forced decoding through
     their sampler."""
     import theano
-    import nmt
-    tparams = nmt.init_tparams(params)
+    from nmt_model import build_model
+    from translation.decoding import samplers_of
     if options['inference'] == layers.AUTHORS_INFERENCE:
-        return sampler_scorer(*nmt.decoding_sampler(tparams, options))
-    _, use_noise, x, x_mask, y, y_mask, _, cost = nmt.build_model(tparams, options)
+        return sampler_scorer(*samplers_of([(None, options, params)])[0])
+    _, use_noise, x, x_mask, y, y_mask, _, cost = build_model(layers.init_tparams(params),
+                                                              options)
     use_noise.set_value(0.)
     return theano.function([x, x_mask, y, y_mask], cost, name='f_log_probs')
 

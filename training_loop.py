@@ -26,9 +26,11 @@ stops all after the same update).
 A subclass builds, in its ``__init__``, ``self.options`` (the run's options),
 ``self.model_options`` (what is saved with the model), ``self.train_it`` and
 ``self.valid_it`` (a data iterator with ``position``/``restore``, and None
-or anything the subclass validates on), ``self.model`` (a ``Compiled``),
-then calls ``self.start(reloading)``; and it defines ``prepare_batch``,
-``valid_cost`` and ``print_samples`` (and optionally ``extra_validation``).
+or anything the subclass validates on), ``self.validators`` (validators.py:
+the validation cost, BLEU, ...), ``self.model`` (a ``Compiled``), then calls
+``self.start(reloading)``; it sets ``options_schema`` (its command's
+OptionSchema) and defines ``prepare_batch``, ``valid_cost`` and
+``print_samples``.
 It calls ``prepare_run`` first (the lock; a new run where the model holds
 one is refused before, in training_options, and ``--restart`` moves that
 run's files aside here) and ``check_length_filter`` once its iterators are
@@ -51,7 +53,8 @@ from machinery.run_lock import ModelLock
 from machinery.stop_requests import StopRequests, signal_name
 from machinery.text_io import InputError
 from machinery.training_log import TrainingLog
-from machinery.training_options import input_files, noise_seed
+from machinery.option_schema import RUN, SCHEDULE, Option
+from machinery.training_options import DIGESTS, noise_seed
 from machinery.training_state import (TrainingState, save_model, save_checkpoint,
                                       load_checkpoint, resume_path, set_aside,
                                       usable_resume_file, with_suffix)
@@ -71,17 +74,47 @@ class TrainingError(CommandError):
 Prepared = namedtuple('Prepared', 'inputs sentences words')
 
 
-# options that steer a run but shape none of its graphs: they stay out of the
-# function cache's key (every other option, known or new, is in it)
-RUN_OPTIONS = frozenset([
-    'datasets', 'dataset', 'dictionaries', 'dictionary', 'valid_datasets',
-    'valid_dataset', 'saveto', 'reload_', 'reload_model_only', 'restart', 'overwrite',
-    'dictionary_digests',
-    'dispFreq', 'validFreq', 'saveFreq', 'sampleFreq', 'bleu_valid_freq',
-    'bleu_valid_beam', 'bleu_valid_ref', 'bleu_valid_postprocess',
-    'external_validation_script', 'patience', 'bleu_patience', 'max_epochs',
-    'finish_after', 'seed', 'noise_seed', 'shuffle_each_epoch', 'batch_size',
-    'valid_batch_size', 'maxlen'])
+# the options of the training loop, of its data and of its stopping rules
+# (validation's: validators.py), shared by nmt.py and language_model/lm.py
+# (machinery/option_schema.py; dl4mt's defaults)
+LOOP_OPTIONS = (
+    Option('max_epochs', 5000, 'passes over the training data at most', 'optimisation',
+           SCHEDULE),
+    Option('finish_after', 10000000, 'stop after this many updates', 'optimisation', SCHEDULE),
+    Option('dispFreq', 100, 'updates between progress lines', 'saving, resuming and display',
+           SCHEDULE),
+    Option('maxlen', 100, 'longest training sentence in tokens: longer pairs are skipped',
+           'data', RUN),
+    Option('batch_size', 16, 'sentences per update', 'data', RUN),
+    Option('valid_batch_size', 16, 'sentences per batch of the validation cost', 'data', RUN),
+    Option('saveto', 'model.npz', 'model file (options in MODEL.npz.pkl and .json)',
+           'saving, resuming and display', SCHEDULE, flag='model', metavar='MODEL.npz',
+           required=True),
+    Option('saveFreq', 1000, 'updates between checkpoints (the model, its resume file, '
+           'MODEL.iterN.npz)', 'saving, resuming and display', SCHEDULE),
+    Option('sampleFreq', 100, 'updates between sample translations printed',
+           'saving, resuming and display', SCHEDULE),
+    Option('reload_', False, 'resume from MODEL (parameters, optimizer, counters, data '
+           'position)', 'saving, resuming and display', SCHEDULE, flag='reload'),
+    Option('overwrite', False, 'no MODEL.iterN.npz copy at each save',
+           'saving, resuming and display', SCHEDULE),
+    # additions
+    Option('shuffle_each_epoch', True, 'read the training data in file order every epoch '
+           '(no shuffling)', 'data', RUN, flag='no_shuffle'),
+    Option('seed', 1234, 'random seed of the initial parameters, the data order and (unless '
+           '--noise_seed is given) the dropout noise', 'model', RUN),
+    Option('noise_seed', 0, 'seed of the noise stream (dropout masks, sampled translations); '
+           '0: derived from --seed (the default --seed 1234 gives 1234, dl4mt\'s fixed '
+           'stream); --noise_seed 1234 keeps dl4mt\'s stream whatever --seed is; worker r of '
+           'an MPI run adds r', 'model', RUN),
+    Option('reload_model_only', False, 'with --reload: the parameters, update count and '
+           'validation history of MODEL alone, the optimizer and the data position fresh (as '
+           'the original code reloads; for a resume file that cannot be used)',
+           'saving, resuming and display', SCHEDULE),
+    Option('restart', False, 'start a new model where MODEL holds a run: its files are moved '
+           'into a folder beside it (MODEL.before-DATE-TIME), not deleted',
+           'saving, resuming and display', SCHEDULE),
+)
 
 
 class Compiled(object):
@@ -92,14 +125,15 @@ class Compiled(object):
     loads what it made in an earlier run with the same graphs
     (machinery/function_cache.py)."""
 
-    def make(self, params, options, model_options, reloading):
+    def make(self, params, options, model_options, reloading, schema):
         """``tparams`` with ``params`` (initial values; when reloading, the
-        model file's values of them) and the compiled functions."""
+        model file's values of them) and the compiled functions; ``schema``:
+        the command's OptionSchema (which options shape the graphs)."""
         values = self.initial_values(params, options, reloading)
         cached = function_cache.enabled()
         if cached:
             t0 = time.time()
-            key = self.cache_key(options, model_options)
+            key = self.cache_key(schema, options, model_options)
             given = OrderedDict(('param:' + k, v) for k, v in values.items())
             bundle = function_cache.load(key, given)
             if bundle is not None:
@@ -116,14 +150,15 @@ class Compiled(object):
     def build(self, options, model_options):
         raise NotImplementedError
 
-    def cache_key(self, options, model_options):
+    def cache_key(self, schema, options, model_options):
         """The function cache's key: this class, the options that shape the
-        graphs, the model's options, and this worker's place among MPI
+        graphs (``schema.shapes_graphs``: the run's and the model's), and this worker's place among MPI
         workers (data_parallel.py compiles other functions, and each worker
         its own group of the optimizer's step)."""
-        shaping = dict((k, v) for k, v in options.items() if k not in RUN_OPTIONS)
+        shapes = schema.shapes_graphs
+        shaping = dict((k, v) for k, v in options.items() if shapes(k))
         shaping.update(('model:' + k, v) for k, v in model_options.items()
-                       if k not in RUN_OPTIONS)
+                       if shapes(k) and k != DIGESTS)
         world = distributed.world()
         shaping['data_parallel'] = [world.rank, world.size] if world.size > 1 else False
         return function_cache.cache_key(type(self).__name__, shaping)
@@ -166,7 +201,9 @@ class Compiled(object):
 
 
 class TrainingLoop(object):
-    """Updates, validation, samples, stopping rules and checkpoints."""
+    """Updates, validation, samples, stopping rules and checkpoints;
+    ``options_schema``: the command's OptionSchema (a subclass's)."""
+    options_schema = None
 
     # -- what a subclass defines ---------------------------------------------
     def prepare_batch(self, batch):
@@ -180,10 +217,6 @@ class TrainingLoop(object):
 
     def print_samples(self, prepared):
         raise NotImplementedError
-
-    def extra_validation(self):
-        """Another validation due after this update (BLEU); True to stop."""
-        return False
 
     # -- the loop ------------------------------------------------------------
     def prepare_run(self, reloading):
@@ -199,7 +232,7 @@ class TrainingLoop(object):
         saveto = self.options['saveto']
         self.lock = ModelLock(saveto) if self.world.is_root else None
         if self.options['restart'] and self.world.is_root:
-            folder, moved = set_aside(saveto, keep=input_files(self.options))
+            folder, moved = set_aside(saveto, keep=self.options_schema.input_files(self.options))
             if folder:
                 print('--restart: the %d files of the run on %s moved into %s'
                       % (moved, saveto, folder))
@@ -388,14 +421,13 @@ class TrainingLoop(object):
                        updates_averaged=n_updates, **figures)
 
     def _after_update(self, prepared):
-        """Validation, extra validation, samples and the stopping rules; the
-        reason to stop, or None."""
+        """The validators that are due (validators.py), samples and the
+        stopping rules; the reason to stop, or None."""
         opt, uidx = self.options, self.state.uidx
         reason = None
-        if self.valid_it is not None and uidx % opt['validFreq'] == 0 and self._validate():
-            reason = 'early_stop'
-        if self.extra_validation():
-            reason = 'bleu_early_stop'
+        for validator in self.validators:
+            if validator.due(self) and validator.run(self):
+                reason = validator.stop_reason
         if uidx % opt['sampleFreq'] == 0:
             self.model.use_noise.set_value(0.)
             self.print_samples(prepared)
@@ -404,58 +436,18 @@ class TrainingLoop(object):
             reason = 'finish_after'
         return reason
 
-    def _valid_cost(self):
+    def measured_valid_cost(self):
+        """valid_cost without the training graph's noise."""
         self.model.use_noise.set_value(0.)
         return self.valid_cost()
-
-    def _validate(self):
-        """A validation; True to stop early."""
-        cost = self._valid_cost()
-        best, stop = self.state.record_valid_cost(cost, self.options['patience'])
-        if best:
-            self.state.best_params = self.model.params()
-        self.log.write('validation', self.state, cost=float(cost), best=bool(best),
-                       bad_counter=self.state.bad_counter, **self.valid_fields(cost))
-        if stop:
-            print('Early Stop!')
-        if numpy.isnan(cost):
-            raise TrainingError('NaN validation cost at update %d' % self.state.uidx)
-        self.print_valid(cost)
-        for kind, message in self.learning_warnings(cost):
-            print('warning: %s' % message, file=sys.stderr)
-            self.log.write('warning', self.state, kind=kind, message=message)
-        return stop
 
     # -- is it learning? (docs/training.md#is-it-learning) ------------------
     # a subclass sets them: the validation set's cost under the training
     # targets' word frequencies, and the fraction of the readout's units
     # saturated almost everywhere at the last validation
+    # (validators.learning_warnings)
     frequency_cost = None
     readout_saturation = None
-
-    def learning_warnings(self, cost):
-        """(kind, message) for what this validation says of the learning:
-        from the second validation and update NOT_LEARNING_AFTER on, a cost
-        still within
-        NOT_LEARNING_MARGIN of the word-frequency cost; a readout more than
-        SATURATED_READOUT of whose units are saturated almost everywhere."""
-        warnings = []
-        near = self.frequency_cost is not None and \
-            cost > (1. - NOT_LEARNING_MARGIN) * self.frequency_cost
-        if near and len(self.state.history_errs) >= 2 and \
-                self.state.uidx >= NOT_LEARNING_AFTER:
-            warnings.append(('not_learning', (
-                'validation cost %.2f at update %d is still near the word-frequency '
-                'cost %.2f: the model predicts little more than word frequencies'
-                % (cost, self.state.uidx, self.frequency_cost))))
-        if self.readout_saturation is not None and \
-                self.readout_saturation > SATURATED_READOUT:
-            warnings.append(('readout_saturated', (
-                '%.0f%% of the readout\'s units are saturated (|t| > 0.99) at almost '
-                'every position of the validation set at update %d: constants, through '
-                'which no gradient reaches the layers below them'
-                % (100 * self.readout_saturation, self.state.uidx))))
-        return warnings
 
     def valid_fields(self, cost):
         """What the log's validation events add to the cost."""
@@ -514,7 +506,7 @@ class TrainingLoop(object):
             zipp(self.state.best_params, self.model.tparams)
         valid_err = None
         if self.valid_it is not None:
-            valid_err = self._valid_cost()
+            valid_err = self.measured_valid_cost()
             self.print_valid(valid_err)
         self.save_params(self.options['saveto'])
         self.log.write('end', self.state, valid_cost=valid_err)
@@ -535,17 +527,6 @@ class TrainingLoop(object):
         if reason == 'bleu_early_stop':
             return 'no better BLEU in %d validations (--bleu_patience)' % opt['bleu_patience']
         return 'asked to stop (%s)' % self.requests.stop_file
-
-
-# learning_warnings' thresholds: a validation cost above 95% of the
-# word-frequency cost (Multi30k: a model that learns is at 88-91% after 300
-# updates; the saturated models of docs/training.md stay at 100%), and a
-# readout with more than half its units saturated at almost every position
-# (the saturated models: all of them)
-NOT_LEARNING_MARGIN = 0.05
-SATURATED_READOUT = 0.5
-# ... not before this update: a short run (a test's) has not had time to learn
-NOT_LEARNING_AFTER = 500
 
 
 # the length filter's limits (check_length_filter): an error when it keeps

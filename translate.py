@@ -31,7 +31,6 @@ from machinery import theano_env  # noqa: F401  (must come before theano)
 import contextlib
 import json
 import sys
-from collections import namedtuple
 
 import numpy
 
@@ -42,82 +41,12 @@ from machinery import model_io
 from machinery import nbest
 from machinery import unk_replace
 from machinery import vocab
-from beam_search import ranked, search_batch, sorted_batches
+from beam_search import ranked
 from machinery.progress import ProgressLine
-from machinery.text_io import InputError, read_lines
-from machinery.worker_processes import WorkerPool
+from machinery.text_io import read_lines
+from translation.decoding import Search, load_models, target_id_to_word, translate_all
 
 DEFAULT_BATCH_SIZE = 16
-
-# what the search needs besides the models
-Search = namedtuple('Search', 'k maxlen batch_size suppress_unk keep_attention')
-
-
-# --------------------------------------------------------------------------
-# models
-
-def load_models(paths, inference=None):
-    """[(path, options, parameters)] of the models of an ensemble, each with
-    its decoding mode: the file's own, or ``inference`` when given."""
-    import nmt
-    models = []
-    for path in paths:
-        options, params = nmt.load_model(path, inference)
-        models.append((path, options, params))
-    check_same_vocabularies(models)
-    return models
-
-
-def _named_dictionaries(path, options):
-    """The dictionaries a model's options name, found as given or beside the
-    model file; None when the options name none or one cannot be found."""
-    names = options.get('dictionaries')
-    if not names:
-        return None
-    found = [model_io.file_as_named_or_beside(name, path) for name in names]
-    if None in found:
-        return None
-    return [model_io.load_dictionary(f) for f in found]
-
-
-def check_same_vocabularies(models):
-    """InputError unless the models of an ensemble have the same vocabulary
-    sizes and, where their options name dictionaries, the same dictionaries."""
-    first_path, first, _ = models[0]
-    first_dicts = None
-    for path, options, _ in models[1:]:
-        for key in ('n_words_src', 'n_words'):
-            if options[key] != first[key]:
-                raise InputError('%s and %s have different vocabularies: %s %d and %d'
-                                 % (first_path, path, key, first[key], options[key]))
-        dicts = _named_dictionaries(path, options)
-        if first_dicts is None:
-            first_dicts = _named_dictionaries(first_path, first)
-        if dicts is None or first_dicts is None:
-            continue
-        for side, key, a, b in zip(('source', 'target'), ('n_words_src', 'n_words'),
-                                   first_dicts, dicts):
-            limit = options[key]
-            if ({w: i for w, i in a.items() if i < limit} !=
-                    {w: i for w, i in b.items() if i < limit}):
-                raise InputError('%s and %s have different %s dictionaries (%s, %s)'
-                                 % (first_path, path, side, first['dictionaries'][0 if
-                                    side == 'source' else 1],
-                                    options['dictionaries'][0 if side == 'source' else 1]))
-
-
-def target_id_to_word(dict_trg, n_words):
-    """id -> word of the target dictionary; ids below n_words it lacks are
-    written as UNK (with a warning)."""
-    idict_trg = vocab.invert_dictionary(model_io.load_dictionary(dict_trg))
-    missing = [i for i in range(n_words) if i not in idict_trg]
-    if missing:
-        print('warning: %s has no word for %d of the ids below the model\'s n_words=%d '
-              '(first: %d); they are written as UNK'
-              % (dict_trg, len(missing), n_words, missing[0]), file=sys.stderr)
-        for i in missing:
-            idict_trg[i] = unk_replace.UNK_TOKEN
-    return idict_trg
 
 
 def uses_authors_inference(models):
@@ -128,46 +57,6 @@ def uses_authors_inference(models):
         if layers.variant_of(options)[1] is not None:
             return options['inference'] == layers.AUTHORS_INFERENCE
     return False
-
-
-# --------------------------------------------------------------------------
-# decoding
-
-class Translator(object):
-    """The batched samplers of the models (one set per worker process)."""
-
-    def __init__(self, models, search):
-        import nmt
-        self.search = search
-        self.samplers = [nmt.decoding_sampler(nmt.init_tparams(params), options)
-                         for _, options, params in models]
-
-    def translate(self, batch):
-        """[(index, hypotheses)] of a batch [(index, source ids)]."""
-        s = self.search
-        return search_batch(self.samplers, batch, s.k, s.maxlen, suppress_unk=s.suppress_unk,
-                            keep_attention=s.keep_attention)
-
-
-def _start_translator(models, search):
-    """A worker's translation function (its own samplers, one thread)."""
-    theano_env.limit_threads(1)   # the workers share the cores
-    return Translator(models, search).translate
-
-
-def translate_all(models, sources, search, n_process, world=distributed.SingleProcess()):
-    """Yield [(index, hypotheses)] batch by batch (in no particular order):
-    of every batch, or of worker ``world.rank``'s share of them."""
-    batches = sorted_batches(sources, search.batch_size)[world.rank::world.size]
-    if n_process <= 1 or world.size > 1:
-        translator = Translator(models, search)
-        for batch in batches:
-            yield translator.translate(batch)
-        return
-    start = lambda: _start_translator(models, search)   # noqa: E731
-    with WorkerPool(start, n_process, 'translation') as pool:
-        for _, translated in pool.map_unordered(batches):
-            yield translated
 
 
 # --------------------------------------------------------------------------

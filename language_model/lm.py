@@ -3,7 +3,7 @@
 AAAI 2018 eq. 15-18 (NAACL 2018 sec. 7.3): p(y_t | y_<t) = g(s_t, d_t) with
 s_t = f(s_{t-1}, y_{t-1}), f a GRU or an LSTM (``--encoder``, dl4mt's lm.py
 name).  g is the readout of the translation decoder without the source
-context (nmt.build_readout):
+context (nmt_model.build_readout):
 
     t_t = tanh(W_s s_t + W_y prev_t),   p(y_t | y_<t) = softmax(W_o t_t + b_o)
 
@@ -51,53 +51,67 @@ from machinery import cli
 from machinery import distributed
 import layers
 from machinery import model_io
-import nmt
+import nmt_model
 from machinery import vocab
 from build_dictionary import build_dictionary
 from data_iterator import MonolingualIterator, prepare_monolingual
 from machinery.model_io import (file_as_named_or_beside, load_dictionary, load_options,
                                 load_params, save_dictionary)
-from optimizers import OPTIMIZERS
+from machinery.option_schema import (ARCHITECTURE, DICTIONARIES, INPUTS, RUN, Option,
+                                     OptionSchema)
+from optimizers import OPTIMIZER_OPTIONS
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError
-from training_loop import Compiled, Prepared, TrainingLoop
-from machinery.training_options import OptionTable, record_dictionaries
+from sampler import StepFunction
+from training_loop import LOOP_OPTIONS, Compiled, Prepared, TrainingLoop
+from machinery.training_options import record_dictionaries, reloaded
+import validators
 
 MODEL_KIND = model_io.LANGUAGE_MODEL   # options['model_kind'] of every language_model/lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS
 # the decoder's scorings whose query is not the source context
 SCORINGS = tuple(s for s in layers.SCORINGS if layers.QUERY_OF_SCORING[s] != 'ctx')
 
-# dl4mt's lm.py train() options and defaults, then this project's additions
-DEFAULT_OPTIONS = OrderedDict([
-    ('dim_word', 100), ('dim', 1000), ('encoder', 'gru'), ('patience', 10),
-    ('max_epochs', 5000), ('finish_after', 10000000), ('dispFreq', 100),
-    ('decay_c', 0.), ('clip_c', -1.), ('lrate', 0.01), ('n_words', -1),
-    ('maxlen', 100), ('optimizer', 'rmsprop'), ('batch_size', 16),
-    ('valid_batch_size', 16), ('saveto', 'model.npz'), ('validFreq', 1000),
-    ('saveFreq', 1000), ('sampleFreq', 100), ('dataset', None),
-    ('valid_dataset', None), ('dictionary', None), ('use_dropout', False),
-    ('reload_', False), ('overwrite', False),
-    # additions (n_words -1: the dictionary's size)
-    ('residual', 'none'), ('att_scoring', 'content'), ('tie_embeddings', False),
-    ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
-    ('reload_model_only', False), ('restart', False),
-])
-# what a reloaded model keeps from its saved options
-ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
-                        'att_scoring', 'tie_embeddings', 'use_dropout', 'dictionary')
-OPTION_CHOICES = {'encoder': tuple(layers.RECURRENT), 'residual': RESIDUALS,
-                  'att_scoring': SCORINGS, 'optimizer': tuple(sorted(OPTIMIZERS))}
-# --help lines that differ from nmt.py's (training_options.OPTION_HELP)
-OPTION_HELP = {
-    'n_words': ('model', 'vocabulary: words of a higher id read as UNK (-1: the '
-                         'dictionary\'s size)'),
-    'residual': ('model', 'what the model adds from the previous words: none (a plain '
-                          'RNN language model), mean or attentive (the papers\' '
-                          'language-model experiment; docs/language_model.md)'),
-}
-OPTIONS = OptionTable(DEFAULT_OPTIONS, OPTION_CHOICES, ARCHITECTURE_OPTIONS, MODEL_KIND,
-                      help=OPTION_HELP)
+# the model's options: the translation model's (nmt_model.py) with the
+# values a language model takes
+_MODEL = nmt_model.MODEL
+MODEL_OPTIONS = (
+    _MODEL['dim_word'], _MODEL['dim'],
+    _MODEL['encoder'].but(choices=tuple(layers.RECURRENT), help='the recurrent unit'),
+    _MODEL['decay_c'],
+    _MODEL['n_words'].but(default=-1, help='vocabulary: words of a higher id read as UNK '
+                          '(-1: the dictionary\'s size)'),
+    _MODEL['use_dropout'],
+    _MODEL['residual'].but(default='none', choices=RESIDUALS, help='what the model adds from '
+                           'the previous words: none (a plain RNN language model), mean or '
+                           'attentive (the papers\' language-model experiment; '
+                           'docs/language_model.md)'),
+    _MODEL['att_scoring'].but(choices=SCORINGS),
+    nmt_model.TIE_EMBEDDINGS,
+)
+# the text files of a run (dl4mt's lm.py names)
+DATA_OPTIONS = (
+    Option('dataset', None, 'the training text, one tokenised sentence a line', 'data', RUN,
+           flag='data', metavar='FILE', required=True, files=INPUTS),
+    Option('valid_dataset', None, 'the validation text (none: no validation)', 'data', RUN,
+           flag='valid', metavar='FILE', files=INPUTS),
+    # the model's: a reloaded model keeps its dictionary
+    Option('dictionary', None, 'word -> id (.pkl or .json); default: built from --data',
+           'data', ARCHITECTURE, metavar='DICT', files=DICTIONARIES),
+)
+# the order of the options in a model file (dl4mt's lm.py, then this
+# project's additions)
+SAVED_ORDER = (
+    'dim_word', 'dim', 'encoder', 'patience', 'max_epochs', 'finish_after', 'dispFreq',
+    'decay_c', 'clip_c', 'lrate', 'n_words', 'maxlen', 'optimizer', 'batch_size',
+    'valid_batch_size', 'saveto', 'validFreq', 'saveFreq', 'sampleFreq', 'dataset',
+    'valid_dataset', 'dictionary', 'use_dropout', 'reload_', 'overwrite',
+    # additions
+    'residual', 'att_scoring', 'tie_embeddings', 'shuffle_each_epoch', 'seed', 'noise_seed',
+    'reload_model_only', 'restart')
+OPTIONS = OptionSchema(MODEL_OPTIONS + DATA_OPTIONS + LOOP_OPTIONS + OPTIMIZER_OPTIONS
+                       + validators.COST_OPTIONS, fixed={'model_kind': MODEL_KIND},
+                       saved_order=SAVED_ORDER)
 RNN_PREFIX, ATT_PREFIX = 'lm', 'res_att'
 
 
@@ -144,9 +158,8 @@ def config_line(name, options):
 # options
 
 def fill_options(options):
-    full = OPTIONS.fill(options)
-    full['model_kind'] = MODEL_KIND
-    return full
+    """train()'s options completed (OPTIONS), its kind of model set."""
+    return OPTIONS.fill(options)
 
 
 # --------------------------------------------------------------------------
@@ -199,7 +212,7 @@ def _readout_input(tparams, options, emb, states, mask=None, carry=None):
 def build_model(tparams, options):
     """The training graph: (trng, use_noise, y, y_mask, dec, logit, cost)
     with cost the per-sentence -log p (eos included)."""
-    trng = nmt.noise_stream(options)
+    trng = nmt_model.noise_stream(options)
     use_noise = theano.shared(numpy.float32(0.))
     y = tensor.matrix('y', dtype='int64')
     y_mask = tensor.matrix('y_mask', dtype='float32')
@@ -210,15 +223,15 @@ def build_model(tparams, options):
     rnn = layers.RECURRENT[options['encoder']]
     states = rnn.apply(tparams, emb, options, prefix=RNN_PREFIX, mask=y_mask)[0]
     dec = _readout_input(tparams, options, emb, states, mask=y_mask)
-    hidden = nmt.build_readout(tparams, options, dec, use_noise, trng, project=False)
-    W, b = nmt.output_layer(tparams, options)
+    hidden = nmt_model.build_readout(tparams, options, dec, use_noise, trng, project=False)
+    W, b = nmt_model.output_layer(tparams, options)
     logit = tensor.dot(hidden, W) + b      # for the callers that want p (lm_experiment)
-    cost = nmt.sentence_costs(tparams, options, hidden, y, y_mask)
+    cost = nmt_model.sentence_costs(tparams, options, hidden, y, y_mask)
     return trng, use_noise, y, y_mask, dec, logit, cost
 
 
 def build_sampler(tparams, options, trng, use_noise):
-    """f_next as an nmt.StepFunction: inputs 'y_prev' (-1: the zero
+    """f_next as a sampler.StepFunction: inputs 'y_prev' (-1: the zero
     embedding of the first step), the recurrent states ('state', and 'cell'
     for the LSTM) and the residual's carried tensors; outputs 'probs', the
     new states and carried tensors, and 'prev_alpha' (attentive residual)."""
@@ -233,7 +246,7 @@ def build_sampler(tparams, options, trng, use_noise):
     carried = carried_tensors(options)
     carry = OrderedDict((c.name, tensor.tensor3(c.name, dtype='float32')) for c in carried)
     dec = _readout_input(tparams, options, emb, states[0], carry=carry)
-    probs = tensor.nnet.softmax(nmt.build_readout(tparams, options, dec, use_noise, trng))
+    probs = tensor.nnet.softmax(nmt_model.build_readout(tparams, options, dec, use_noise, trng))
     outs = OrderedDict([('probs', probs)])
     outs.update(zip(rnn.states, states))
     outs.update((name, dec['carry'][name]) for name in carry)
@@ -242,7 +255,7 @@ def build_sampler(tparams, options, trng, use_noise):
     inputs = [y] + states_in + list(carry.values())
     f_next = theano.function(inputs, list(outs.values()), name='f_next',
                              on_unused_input='ignore')
-    return nmt.StepFunction(f_next, ('y_prev',) + rnn.states + tuple(carry),
+    return StepFunction(f_next, ('y_prev',) + rnn.states + tuple(carry),
                             tuple(outs), options, carried)
 
 
@@ -331,7 +344,7 @@ def load_model(path):
     saved = load_options(path)
     model_io.check_model_kind(path, saved, MODEL_KIND)
     options = fill_options(saved)
-    OPTIONS.check_choices(options)
+    OPTIONS.check_values(options)
     return options, load_params(path, init_params(options), strict=True)
 
 
@@ -350,7 +363,7 @@ class LoadedModel(object):
     def __init__(self, path, sampler=False):
         self.options, params = load_model(path)
         self.word_dict = load_dictionary(dictionary_path(self.options, path))
-        self.tparams = nmt.init_tparams(params)
+        self.tparams = layers.init_tparams(params)
         trng, use_noise, y, y_mask, _, _, cost = build_model(self.tparams, self.options)
         self.f_log_probs = theano.function([y, y_mask], cost, name='f_log_probs')
         self.f_next = (build_sampler(self.tparams, self.options, trng, use_noise)
@@ -376,26 +389,25 @@ class LMModel(Compiled):
     """The parameters and compiled functions of a training run."""
 
     def __init__(self, options, model_options, reloading):
-        self.make(init_params(model_options), options, model_options, reloading)
+        self.make(init_params(model_options), options, model_options, reloading, OPTIONS)
 
     def build(self, options, model_options):
         (self.trng, self.use_noise, y, y_mask, _, _,
          cost) = build_model(self.tparams, model_options)
         self.f_log_probs = theano.function([y, y_mask], cost, name='f_log_probs')
         self.f_next = build_sampler(self.tparams, model_options, self.trng, self.use_noise)
-        cost = nmt.regularised_cost(self.tparams, options, cost, {}, None, y_mask)
+        cost = nmt_model.regularised_cost(self.tparams, options, cost, {}, None, y_mask)
         self.compile_optimizer(options, [y, y_mask], cost)
 
 
 def training_options(kwargs):
-    """(options, model options, reloading), as nmt.training_options."""
+    """(options, model options, reloading), as nmt_training.training_options."""
     OPTIONS.check_known(kwargs)
     options = fill_options(kwargs)
-    if not options['dataset']:
-        raise InputError('--data is required')
-    OPTIONS.check_choices(options)
-    model_options, reloading = OPTIONS.reloaded(options, kwargs, fill_options)
-    OPTIONS.check_choices(model_options)
+    OPTIONS.check_required(options)
+    OPTIONS.check_values(options)
+    model_options, reloading = reloaded(OPTIONS, options, kwargs, MODEL_KIND)
+    OPTIONS.check_values(model_options)
     return options, model_options, reloading
 
 
@@ -426,6 +438,7 @@ def _build_dictionary(options):
 class LMTrainer(TrainingLoop):
     """One training run: the shared loop with perplexity validation and
     sampled sentences."""
+    options_schema = OPTIONS
 
     def __init__(self, kwargs):
         self.options, self.model_options, reloading = training_options(kwargs)
@@ -445,7 +458,9 @@ class LMTrainer(TrainingLoop):
         self.valid_it = (scoring_iterator(opt['valid_dataset'], self.word_dict,
                                           self.model_options, opt['valid_batch_size'])
                          if opt['valid_dataset'] else None)
-        self.check_length_filter('--data', '--valid', 'sentences')
+        self.check_length_filter(OPTIONS['dataset'].flag_name,
+                                 OPTIONS['valid_dataset'].flag_name, 'sentences')
+        self.validators = [validators.CostValidation()]
         print('Building model: %s parameters' % format(count_params(self.model_options), ','))
         self.model = LMModel(self.options, self.model_options, reloading)
         self.sample_rng = numpy.random.RandomState(self.options['seed'])
@@ -486,17 +501,7 @@ def _train_parser(sub):
     p = sub.add_parser('train', help='train a language model')
     p.add_argument('--config', choices=tuple(CONFIGS),
                    help='the sizes of a paper setting (options given win)')
-    groups = OPTIONS.flag_groups(p)
-    groups['data'].add_argument('--data', dest='dataset', required=True, metavar='FILE',
-                                help='the training text, one tokenised sentence a line')
-    groups['data'].add_argument('--valid', dest='valid_dataset', metavar='FILE',
-                                help='the validation text (none: no validation)')
-    groups['data'].add_argument('--dictionary', metavar='DICT',
-                                help='word -> id (.pkl or .json); default: built from --data')
-    groups['saving, resuming and display'].add_argument(
-        '--model', dest='saveto', required=True, metavar='MODEL.npz',
-        help='model file (options in MODEL.npz.pkl and .json)')
-    OPTIONS.add_flags(groups, declared=('saveto', 'dataset', 'valid_dataset', 'dictionary'))
+    OPTIONS.add_flags(p)
 
 
 def parse_args(argv):

@@ -1163,7 +1163,7 @@ def log_softmax(x):
 
 def output_nll(hidden, W, b, y, y_mask):
     """-log p(y_t | ...) at every target position (T x n), p = softmax(hidden
-    @ W + b): the project's one cost formula (nmt.sentence_costs sums it).
+    @ W + b): the project's one cost formula (nmt_model.sentence_costs sums it).
     Theano's graph (on a GPU, in original_graph()) is the original's: the
     softmax, then -log of the reference word's probability; the caller
     masks the padded positions.  The fast graph computes the output layer

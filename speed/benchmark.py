@@ -9,9 +9,10 @@
         --dictionaries S.pkl T.pkl [--marian [--marian-mini-batches 1,16,64]]
     mpirun -np N python speed/benchmark.py allreduce [--floats F] [--repeats R]
 
-train      builds the training graph exactly as ``nmt.train`` does (the C ops
-           of machinery/fast_ops.py, adadelta fused into one Theano function,
-           ``allow_gc=False``) and times N updates on random batches (ids
+train      compiles the model that ``nmt.train`` trains, with its class
+           (nmt_training.CompiledModel: the C ops of machinery/fast_ops.py,
+           adadelta fused into one Theano function, ``allow_gc=False``; the
+           function cache off) and times N updates on random batches (ids
            uniform over the vocabulary, source and target lengths uniform in
            [maxlen//3, maxlen-1], a new batch each update), after a warm-up
            of 2 updates.  ``--original-style`` builds it as the original
@@ -23,7 +24,7 @@ train      builds the training graph exactly as ``nmt.train`` does (the C ops
            ratios (wall clock and CPU time).  ``--profile`` runs Theano's
            profiler and prints the ten most expensive ops, scans included
            (speed/theano_profile.py), with FILE also Theano's full summaries.
-translate  compiles both samplers of ``nmt.build_sampler`` for a randomly
+translate  compiles both samplers of ``sampler.build_sampler`` for a randomly
            initialised model (dl4mt's and the batched one) and translates the
            same N random source sentences twice in one run: with the
            one-sentence search (docs/equations.md#decoding-beam-search;
@@ -98,7 +99,6 @@ from machinery import cli
 from machinery import machine
 from machinery.progress import seconds_left
 
-import contextlib
 import json
 import multiprocessing
 import resource
@@ -260,12 +260,12 @@ def style_mode(style):
     return get_default_mode().clone(link_kwargs={'allow_gc': style == 'original'})
 
 
-def compile_training(tparams, options, style, mode=None):
-    """The training function(s) of one style, built as nmt.train builds them
-    ('project') or as the original code did ('original')."""
-    from machinery import fast_ops
-    import nmt
-    import optimizers
+def compile_training(options, style, tparams=None, mode=None):
+    """The training function(s) of one style: the trainer's model that
+    nmt.py compiles ('project': nmt_training.CompiledModel, the function
+    cache off), or a stand-in for the original code ('original': Theano's
+    ops, f_grad_shared then f_update, over ``tparams``: the project's
+    parameters side by side, else fresh ones)."""
     import theano
 
     log('compiling the training function (%s)' % STYLE_TEXT[style])
@@ -273,63 +273,83 @@ def compile_training(tparams, options, style, mode=None):
         # side by side: scan reads the flag when it compiles its loop
         theano.config.allow_gc = style == 'original'
     t1, c1 = time.time(), time.process_time()
-    with (fast_ops.original_graph() if style == 'original' else contextlib.nullcontext()):
-        graph = nmt.training_graph(tparams, options)
-    f_grad_shared, f_update = optimizers.training_functions(
-        options, tparams, graph.inputs, graph.train_cost, fused=style == 'project', mode=mode)
-    graph.use_noise.set_value(numpy.float32(1.))
-    compiled = dict(style=style, f_grad_shared=f_grad_shared, f_update=f_update,
-                    lrate=options['lrate'],
+    model = (trainers_model(options) if style == 'project'
+             else original_style_model(options, tparams, mode))
+    model.use_noise.set_value(numpy.float32(1.))
+    compiled = dict(style=style, model=model, f_grad_shared=model.f_grad_shared,
+                    f_update=model.f_update, lrate=options['lrate'],
                     compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
-                    functions=[f for f in (f_grad_shared, f_update)
+                    functions=[f for f in (model.f_grad_shared, model.f_update)
                                if isinstance(f, theano.compile.function.types.Function)])
     log('compiled in %.1f s' % compiled['compile_sec'])
     return compiled
 
 
-def compile_data_parallel_training(tparams, options):
-    """This worker's part of a data-parallel update (data_parallel.py), as
-    nmt.train builds it under mpirun; the seconds of each part of it (its
-    share's gradients, their sum over the workers, the gradient's norm, the
-    clipping of its group, the optimizer's step on its group, the
-    parameters' exchange) are counted in compiled['part_time'] (part ->
-    [wall seconds, system CPU seconds])."""
+def trainers_model(options):
+    """nmt_training.CompiledModel of a fresh model with ``options``, as
+    nmt.py builds it (compiled: the function cache is off)."""
+    from machinery import function_cache
+    import nmt_training
+    os.environ[function_cache.VARIABLE] = 'off'
+    return nmt_training.CompiledModel(options, options, reloading=False)
+
+
+def original_style_model(options, tparams, mode):
+    """The training functions as the original code built them (Theano's
+    own ops, Adadelta's two functions) over ``tparams`` (None: fresh ones)."""
     import types
-    from machinery import distributed
-    import nmt
+    from machinery import fast_ops
+    import nmt_model
+    import optimizers
+    from layers import init_tparams
+    if tparams is None:
+        tparams = init_tparams(nmt_model.init_params(options))
+    with fast_ops.original_graph():
+        graph = nmt_model.training_graph(tparams, options)
+    f_grad_shared, f_update = optimizers.training_functions(
+        options, tparams, graph.inputs, graph.train_cost, fused=False, mode=mode)
+    return types.SimpleNamespace(tparams=tparams, use_noise=graph.use_noise,
+                                 f_grad_shared=f_grad_shared, f_update=f_update)
+
+
+def timed_exchange(world, model, clip_c):
+    """The training loop's data_parallel.GradientExchange, each part of its
+    update timed (its ``part_time``: part -> [wall seconds, system CPU
+    seconds])."""
     import data_parallel
+
+    class TimedExchange(data_parallel.GradientExchange):
+        def part(self, name, function, *args):
+            t, system = time.time(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
+            result = function(*args)
+            self.part_time[name][0] += time.time() - t
+            self.part_time[name][1] += resource.getrusage(resource.RUSAGE_SELF).ru_stime - system
+            return result
+    exchange = TimedExchange(world, model, clip_c)
+    exchange.part_time = OrderedDict((part, [0., 0.]) for part in DATA_PARALLEL_PARTS)
+    return exchange
+
+
+def compile_data_parallel_training(options):
+    """This worker's part of a data-parallel update: the trainer's model as
+    nmt.py compiles it under mpirun (trainers_model) and the training loop's
+    exchange (data_parallel.GradientExchange), the seconds of each part of
+    an update counted (timed_exchange)."""
+    from machinery import distributed
 
     world = distributed.world()
     log('compiling the data-parallel functions (worker %d of %d)' % (world.rank, world.size))
     t1, c1 = time.time(), time.process_time()
-    graph = nmt.training_graph(tparams, options)
-    f_gradients, f_grad_shared, f_update = data_parallel.compile_data_parallel(
-        options, tparams, graph.inputs, graph.train_cost, OrderedDict(), world)
-    graph.use_noise.set_value(numpy.float32(1.))
-    part_time = OrderedDict((part, [0., 0.]) for part in DATA_PARALLEL_PARTS)
-
-    def timed(part, f):
-        def call(*args, **kwargs):
-            t, system = time.time(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
-            result = f(*args, **kwargs)
-            part_time[part][0] += time.time() - t
-            part_time[part][1] += resource.getrusage(resource.RUSAGE_SELF).ru_stime - system
-            return result
-        return call
-    model = types.SimpleNamespace(tparams=tparams,
-                                  f_worker_gradients=timed('gradients', f_gradients),
-                                  f_grad_shared=f_grad_shared and timed('clip', f_grad_shared),
-                                  f_update=f_update and timed('optimizer', f_update))
-    exchange = data_parallel.GradientExchange(world, model, options['clip_c'])
-    world.reduce_scatter = timed('sum', world.reduce_scatter)
-    world.sum_arrays = timed('norm', world.sum_arrays)
-    data_parallel.squared_norm = timed('norm', data_parallel.squared_norm)
-    exchange._share_parameters = timed('share', exchange._share_parameters)
-    compiled = dict(style='data_parallel', world=world, part_time=part_time,
+    model = trainers_model(options)
+    model.use_noise.set_value(numpy.float32(1.))
+    exchange = timed_exchange(world, model, options['clip_c'])
+    compiled = dict(style='data_parallel', world=world, part_time=exchange.part_time,
+                    model=model,
                     f_grad_shared=lambda *batch: exchange.update(list(batch), options['lrate']),
                     f_update=lambda lrate: None, lrate=options['lrate'],
                     compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
-                    functions=[f for f in (f_gradients, f_grad_shared) if f is not None])
+                    functions=[f for f in (model.f_worker_gradients, model.f_grad_shared)
+                               if f is not None])
     log('compiled in %.1f s' % compiled['compile_sec'])
     return compiled
 
@@ -431,23 +451,25 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
     """Train on synthetic batches in the given styles (one, or several side
     by side in this process, sharing the parameters); with ``marian``, Marian
     too, on the same batches (compare_with_marian)."""
-    import nmt
     import theano
 
     options, batches = training_batches(config, decoder, n_updates, seed)
     log('%s/%s: %s' % (config, decoder, ' vs '.join(styles)))
     load_start = os.getloadavg()[0]
-    t0 = time.time()
-    tparams = nmt.init_tparams(nmt.init_params(options))
-    log('parameters initialised in %.1f s (not counted)' % (time.time() - t0))
     if profile:
         theano.config.profile = True
-    # nmt.train sets theano.config.allow_gc = False, which the default linker
-    # read at import (main() sets the flag before it, see configure_gc); side
-    # by side, each style gets a mode with its own garbage collection.
-    timers = [StyleTimer(compile_data_parallel_training(tparams, options)
-                         if s == 'data_parallel' else compile_training(
-        tparams, options, s, style_mode(s) if len(styles) > 1 else None)) for s in styles]
+    # nmt.py compiles with allow_gc = False, which the default linker read at
+    # import (main() sets the flag before it, see configure_gc); side by
+    # side, the original style gets a mode with its own garbage collection,
+    # over the project's parameters (its initial values are those of the
+    # seed: each style's are alike).
+    timers, tparams = [], None
+    for s in styles:
+        compiled = (compile_data_parallel_training(options) if s == 'data_parallel' else
+                    compile_training(options, s, tparams,
+                                     style_mode(s) if len(styles) > 1 else None))
+        tparams = compiled['model'].tparams
+        timers.append(StyleTimer(compiled))
     warm_up(timers, batches)
     for timer in timers:     # the parts of the timed updates only
         part_time = timer.compiled.get('part_time')
@@ -562,12 +584,12 @@ def profile_report(groups, full_path):
 def _compile_samplers(tparams, options):
     """dl4mt's sampler (the one-sentence search) and the batched one, and
     the seconds each took to compile."""
-    import nmt
+    from sampler import decoding_sampler
     samplers, seconds = {}, {}
     for kind in ('single', 'batched'):
         log('compiling the %s sampler (f_init, f_next)' % kind)
         t0 = time.time()
-        samplers[kind] = nmt.decoding_sampler(tparams, options, batched=kind == 'batched')
+        samplers[kind] = decoding_sampler(tparams, options, batched=kind == 'batched')
         seconds[kind] = round(time.time() - t0, 2)
         log('compiled in %.1f s' % seconds[kind])
     return samplers, seconds

@@ -44,25 +44,22 @@ def ours(models, lines, source_dict, target_dict, beam, batch_size, processes=1)
     """(translations, seconds, compile seconds) of translate.py's batched
     search (in several processes: forked once the functions are compiled,
     the forks counted in the seconds); the best hypothesis by
-    length-normalised score (translate.py -n); models: translate.load_models'."""
-    import beam_search
-    import translate
+    length-normalised score (translate.py -n); models: decoding.load_models'."""
     from machinery import model_io, vocab
+    from translation import decoding
     options = models[0][1]
     words = model_io.load_dictionary(source_dict)
     sources = [vocab.sentence_ids(line, words, options['n_words_src']) for line in lines]
-    idict = translate.target_id_to_word(target_dict, options['n_words'])
+    idict = decoding.target_id_to_word(target_dict, options['n_words'])
     start = time.time()
-    translator = translate.Translator(models, translate.Search(beam, 200, batch_size, False,
-                                                               False))
+    translator = decoding.Translator.of_models(models, decoding.Search(beam, 200, batch_size,
+                                                                       False, False))
     translator.translate([(0, sources[0])])   # the first call allocates buffers
     compiled = time.time() - start
     start = time.time()
-    found = _translate_batches(translator, beam_search.sorted_batches(sources, batch_size),
-                               processes)
+    found = _translate_batches(translator, translator.batches(sources), processes)
     seconds = time.time() - start
-    best = [beam_search.ranked(found[i], True)[0][0] for i in range(len(lines))]
-    return ([' '.join(translate.target_words(h, idict, None, None)) for h in best],
+    return ([decoding.best_words(found[i], idict) for i in range(len(lines))],
             seconds, compiled)
 
 
@@ -91,11 +88,11 @@ def bench_file(model_path, source_path, dictionaries, beam, batch_size, mini_bat
                threads, sentences=None, processes=1, log=print):
     """The figures of ours and Marian's (where it runs) on one file; Marian
     runs on as many threads as ours uses cores (threads x processes)."""
-    import translate
     from machinery.text_io import read_lines
     from speed import marian
+    from translation import decoding
     lines = read_lines(source_path, what='sentences to translate')[:sentences]
-    models = translate.load_models([model_path])
+    models = decoding.load_models([model_path])
     log('ours: %d sentences, beam %d, batches of %d, %d process(es) of %d thread(s)'
         % (len(lines), beam, batch_size, processes, threads))
     translations, seconds, compiled = ours(models, lines, dictionaries[0],

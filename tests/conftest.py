@@ -152,7 +152,8 @@ class Model(object):
     def reg_cost_expr(self):
         if 'reg_cost' not in self._fns:
             g = self.graph
-            self._fns['reg_cost'] = self.nmt.regularised_cost(
+            import nmt_model
+            self._fns['reg_cost'] = nmt_model.regularised_cost(
                 self.tparams, self.options, g['cost'], g['opt_ret'],
                 g['x_mask'], g['y_mask'])
         return self._fns['reg_cost']

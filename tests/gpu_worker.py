@@ -54,7 +54,8 @@ def beam_search(model):
 def training_update(model, batch):
     """One update as nmt.train makes it: (training cost, {param: new - old})."""
     import optimizers
-    graph = model.nmt.training_graph(model.tparams, model.options)
+    import nmt_model
+    graph = nmt_model.training_graph(model.tparams, model.options)
     f_grad_shared, f_update = optimizers.training_functions(
         dict(model.options, optimizer='adadelta', clip_c=CLIP_C), model.tparams,
         graph.inputs, graph.train_cost)

@@ -88,12 +88,13 @@ class FakeModel(object):
         alpha = np.full((n, self.T_SRC), 1. / self.T_SRC, dtype='float32')
         return [probs, probs.argmax(axis=1), next_state, alpha]
 
-    def sampler(self, nmt):
+    def sampler(self):
         """The two functions as the project's named sampler (no carried state)."""
-        return (nmt.StepFunction(self.f_init, nmt.SAMPLER_INIT_INPUTS,
-                                 nmt.SAMPLER_INIT_OUTPUTS),
-                nmt.StepFunction(self.f_next, nmt.SAMPLER_STEP_INPUTS,
-                                 nmt.SAMPLER_STEP_OUTPUTS))
+        import sampler
+        return (sampler.StepFunction(self.f_init, sampler.SAMPLER_INIT_INPUTS,
+                                     sampler.SAMPLER_INIT_OUTPUTS),
+                sampler.StepFunction(self.f_next, sampler.SAMPLER_STEP_INPUTS,
+                                     sampler.SAMPLER_STEP_OUTPUTS))
 
 
 def _x():
@@ -123,7 +124,7 @@ def test_reference_beam_by_hand(k):
 @pytest.mark.parametrize('k', [1, 2, 3])
 def test_gen_sample_by_hand(nmt_module, k):
     import beam_search
-    f_init, f_next = FakeModel().sampler(nmt_module)
+    f_init, f_next = FakeModel().sampler()
     opts = nmt_module.fill_options(dict(dim_word=6, dim=5, n_words_src=13, n_words=4,
                                         decoder='gru_cond'))
     samples, scores = nmt_module.gen_sample(None, f_init, f_next, _x(), opts,
@@ -142,7 +143,7 @@ def test_maxlen_leaves_unfinished_hypotheses(nmt_module):
     samples, scores = ref.beam_search(fake.f_init, fake.f_next, _x(), k=2, maxlen=2)
     assert samples == [[0], [1, 2]]
     np.testing.assert_allclose(scores, [-math.log(.3), -math.log(.24)], rtol=1e-6)
-    f_init, f_next = FakeModel().sampler(nmt_module)
+    f_init, f_next = FakeModel().sampler()
     opts = nmt_module.fill_options(dict(dim_word=6, dim=5, n_words_src=13, n_words=4))
     samples, scores = nmt_module.gen_sample(None, f_init, f_next, _x(), opts,
                                             k=2, maxlen=2, stochastic=False)

@@ -264,7 +264,7 @@ def test_help_explains_every_option_in_its_group():
     what it does (not its default alone), under one of the groups."""
     import argparse
     import nmt
-    from machinery import training_options
+    from machinery import option_schema
     from language_model import lm
     sub = argparse.ArgumentParser().add_subparsers()
     lm._train_parser(sub)
@@ -273,7 +273,7 @@ def test_help_explains_every_option_in_its_group():
         assert len(actions) > 30
         for action in actions:
             assert action.help and not action.help.startswith('(default'), action.dest
-        grouped = {a.dest for g in parser._action_groups if g.title in training_options.GROUPS
+        grouped = {a.dest for g in parser._action_groups if g.title in option_schema.GROUPS
                    for a in g._group_actions}
         assert {a.dest for a in actions if a.dest != 'config'} <= grouped
     text = nmt.argument_parser().format_help()

@@ -1,10 +1,12 @@
-"""The training graph's inverted dropouts (nmt.Dropout; --dropout_embedding,
+"""The training graph's inverted dropouts (nmt_model.Dropout; --dropout_embedding,
 --dropout_context, --dropout_readout): off outside training, on in it, at
 the rate asked, and their options checked."""
 import numpy as np
 import pytest
 
+import nmt_model
 import numpy_reference as ref
+from machinery.option_schema import ARCHITECTURE
 from conftest import Model, make_batch
 
 RATES = dict(dropout_embedding=0.3, dropout_context=0.3, dropout_readout=0.3)
@@ -49,7 +51,7 @@ def test_a_unit_is_dropped_at_the_rate_and_the_rest_scaled(nmt_module, rate):
     from theano.sandbox.rng_mrg import MRG_RandomStream
     use_noise = theano.shared(np.float32(1.))
     options = dict(dropout_embedding=rate, dropout_context=0., dropout_readout=0.)
-    dropout = nmt_module.Dropout(options, use_noise, MRG_RandomStream(7))
+    dropout = nmt_model.Dropout(options, use_noise, MRG_RandomStream(7))
     v = tensor.matrix('v', dtype='float32')
     f = theano.function([v], dropout.embedding(v), mode='FAST_COMPILE')
     ones = np.ones((400, 100), dtype='float32')
@@ -84,7 +86,7 @@ def test_the_rates_are_training_options_not_the_models(nmt_module):
     """A model trained with them translates as one without (the rates are
     not architecture options that --reload or translate.py keep)."""
     for name in RATES:
-        assert name not in nmt_module.ARCHITECTURE_OPTIONS
+        assert name not in nmt_module.OPTIONS.names(ARCHITECTURE)
 
 
 # -- the noise stream's seed (--seed, --noise_seed) ----------------------------
@@ -118,8 +120,8 @@ def test_reseeding_a_stream_gives_the_stream_of_that_seed(nmt_module):
         f = theano.function([], [stream.uniform((5, 4)), stream.binomial((3,), p=0.5)],
                             mode='FAST_COMPILE')
         return [a.copy() for a in f()]
-    built = draws(nmt_module.noise_stream({'seed': 1234}))
-    other = nmt_module.noise_stream({'seed': 7})
+    built = draws(nmt_model.noise_stream({'seed': 1234}))
+    other = nmt_model.noise_stream({'seed': 7})
     f = theano.function([], [other.uniform((5, 4)), other.binomial((3,), p=0.5)],
                         mode='FAST_COMPILE')
     assert not np.array_equal(f()[0], built[0])

@@ -155,7 +155,8 @@ def test_unigram_output_bias(nmt_module, tmp_path):
     path.write_text('a b a\nc a\n', encoding='utf-8')
     counts, lines = count_words(str(path), {'a': 2, 'b': 3, 'c': 4}, n_words=4)
     assert lines == 2 and counts.tolist() == [2, 1, 3, 1]      # eos, UNK (c), a, b
-    bias = nmt_module.unigram_output_bias(nmt_module.unigram_log_probs(
+    import nmt_model
+    bias = nmt_model.unigram_output_bias(nmt_model.unigram_log_probs(
         str(path), {'a': 2, 'b': 3, 'c': 4}, 4))
     expected = np.log((np.array([2, 1, 3, 1]) + 1.) / (7 + 4))
     np.testing.assert_allclose(bias, expected - expected.mean(), rtol=1e-6)

@@ -20,6 +20,7 @@ import pytest
 import theano
 
 import nmt
+import nmt_model
 from machinery import vocab
 from data_iterator import prepare_data
 from optimizers import gradient_function, update_from_gradients
@@ -72,7 +73,7 @@ def model_of(decoder):
     if decoder not in _MODELS:
         options = options_of(decoder)
         tparams = nmt.init_tparams(nmt.init_params(options))
-        graph = nmt.training_graph(tparams, options)
+        graph = nmt_model.training_graph(tparams, options)
         _MODELS[decoder] = (tparams, gradient_function(tparams, graph.inputs, graph.train_cost),
                             theano.function(graph.inputs, graph.cost))
     return _MODELS[decoder]
@@ -87,7 +88,7 @@ def train_on_batch(optimizer, decoder, init='glorot+unigram', updates=UPDATES):
     np.random.seed(1)
     params = nmt.init_params(options)
     if init.endswith('+unigram'):
-        params['ff_logit_b'] = nmt.unigram_output_bias(log_probs)
+        params['ff_logit_b'] = nmt_model.unigram_output_bias(log_probs)
     tparams, f_gradients, f_cost = model_of(decoder)
     for name, value in params.items():
         tparams[name].set_value(value)

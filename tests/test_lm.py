@@ -76,10 +76,10 @@ class LM(object):
         return got[0], (got[1] if len(got) > 1 else None)
 
     def gradients(self, y, y_mask):
-        import nmt
+        import nmt_model
         import theano.tensor as tensor
         if 'grad' not in self._fns:
-            cost = nmt.regularised_cost(self.tparams, self.options, self.cost, {}, None,
+            cost = nmt_model.regularised_cost(self.tparams, self.options, self.cost, {}, None,
                                         self.y_mask)
             grads = tensor.grad(cost, wrt=list(self.tparams.values()))
             self.function('grad', [cost] + grads, mode='FAST_COMPILE')

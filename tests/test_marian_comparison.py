@@ -218,11 +218,11 @@ def test_marians_decoder_translates_our_model_as_we_do(tmp_path):
     the translations our batched search finds (beam 3, length-normalised), at
     two mini-batch sizes; sentences that reach a search's length limit (ours
     200 words, Marian's 3 x the source) are left out."""
-    import translate
     from speed import file_decoding
+    from translation import decoding
     _tiny_model(tmp_path)
     dictionaries = [str(tmp_path / 'src.pkl'), str(tmp_path / 'trg.pkl')]
-    models = translate.load_models([str(tmp_path / 'model.npz')])
+    models = decoding.load_models([str(tmp_path / 'model.npz')])
     ours, _, _ = file_decoding.ours(models, SOURCES, dictionaries[0], dictionaries[1], 3, 2)
     ended = [i for i, (s, t) in enumerate(zip(SOURCES, ours))
              if len(t.split()) < 3 * len(s.split())]

@@ -226,6 +226,29 @@ def test_options_round_trip(tmp_path):
     assert got['n_words'] == 30000 and got['encoder'] == 'gru'
 
 
+# dl4mt-tutorial's train() keyword arguments in their order (diag_c aside:
+# dl4mt never reads it, and this project does not keep it)
+DL4MT_TRAIN_ARGUMENTS = [
+    'dim_word', 'dim', 'encoder', 'decoder', 'patience', 'max_epochs', 'finish_after',
+    'dispFreq', 'decay_c', 'alpha_c', 'clip_c', 'lrate', 'n_words_src', 'n_words', 'maxlen',
+    'optimizer', 'batch_size', 'valid_batch_size', 'saveto', 'validFreq', 'saveFreq',
+    'sampleFreq', 'datasets', 'valid_datasets', 'dictionaries', 'use_dropout', 'reload_',
+    'overwrite']
+
+
+def test_a_models_options_begin_with_dl4mts_in_their_order(tmp_path):
+    """nmt.py's options are declared beside the code that reads them
+    (machinery/option_schema.py), yet a model file's pickle lists them as the
+    original code's does: dl4mt's train() arguments first, in their order."""
+    import nmt
+    model = str(tmp_path / 'model.npz')
+    model_io.save_options(nmt.fill_options({'decoder': 'gru_cond_residual'}), model)
+    with open(model + '.pkl', 'rb') as f:
+        keys = list(pickle.load(f))
+    assert keys[:len(DL4MT_TRAIN_ARGUMENTS)] == DL4MT_TRAIN_ARGUMENTS
+    assert len(keys) == len(set(keys))
+
+
 def test_load_options_missing(tmp_path):
     model = str(tmp_path / 'model.npz')
     with pytest.raises(InputError) as e:
