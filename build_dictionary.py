@@ -29,7 +29,7 @@ import sys
 from machinery import cli   # first: without .venv, one line (machinery/__init__.py)
 
 import numpy
-from machinery.model_io import save_dictionary
+from machinery.model_io import check_distinct, save_dictionary
 from machinery.text_io import InputError, iter_lines
 
 _PROGRESS_EVERY = 1000000
@@ -72,6 +72,7 @@ def _progress(message):
 def build_and_save(paths):
     """FILE.pkl and FILE.json for every file; every dictionary is built
     before the first is written, so that an error writes nothing."""
+    check_distinct([f + suffix for f in paths for suffix in ('.pkl', '.json')], paths)
     dictionaries = []
     for filename in paths:
         _progress('Processing %s' % filename)

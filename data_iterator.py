@@ -199,6 +199,18 @@ def _tokens(raw, path, line_no):
                          % (path, line_no, column))
 
 
+def sentence_lengths(path):
+    """The number of words of each line of a text file (an int64 array),
+    split as the iterator splits them."""
+    lengths = []
+    with _open_binary(path) as f:
+        try:
+            lengths = [len(raw.split()) for raw in f]
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError('%s: cannot read: %s' % (path, _one_line(e)))
+    return numpy.array(lengths, dtype='int64')
+
+
 def count_words(path, word_dict, n_words=-1, max_lines=None):
     """How often each id occurs in the first ``max_lines`` lines of a text
     file (all of them when None), tokenised and mapped as the iterator does,
@@ -285,6 +297,23 @@ class CorpusIterator(object):
 
     def reset(self):
         self._reset()
+
+    def at_epoch_start(self):
+        """Whether the next batch is the epoch's first (not so after
+        ``restore`` of a position within it)."""
+        return self.epoch_pairs_read == 0
+
+    def count_kept(self, maxlen=None):
+        """(lines kept, lines) of an epoch: the lines that the iterator
+        yields (some side at most its ``maxlen`` words long) and, with
+        ``maxlen``, that are also shorter than ``maxlen`` on every side (the
+        rule of prepare_data and prepare_monolingual).  One pass over the
+        files, before anything is compiled."""
+        lengths = [sentence_lengths(f.path) for f in self.files]
+        kept = numpy.any([n <= self.maxlen for n in lengths], axis=0)
+        if maxlen is not None:
+            kept &= numpy.all([n < maxlen for n in lengths], axis=0)
+        return int(kept.sum()), self.lines_total
 
     def position(self):
         """Where the iterator stands in this epoch, as numbers and arrays (for

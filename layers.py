@@ -25,6 +25,8 @@ import theano
 import theano.tensor as tensor
 
 from machinery import fast_ops
+from machinery import recurrent_ops
+from machinery import threaded_ops  # noqa: F401  (its optimizer: CPU ops on every thread)
 
 
 def _p(prefix, name):
@@ -243,6 +245,9 @@ def gru_layer(tparams, state_below, options, prefix='gru', mask=None, **kwargs):
         mask = tensor.alloc(floatx(1.), nsteps, n_samples)
     x_, xx_ = _input_projections(tparams, state_below, prefix)
     h0 = tensor.alloc(floatx(0.), n_samples, dim)
+    if fast_ops.enabled():   # the CPU: the whole loop as one C op
+        return [recurrent_ops.gru_layer(mask, x_, xx_, h0, tparams[_p(prefix, 'U')],
+                                        tparams[_p(prefix, 'Ux')])]
     rval, _ = theano.scan(
         gru_step,
         sequences=[mask, x_, xx_],
@@ -446,6 +451,12 @@ def gru_cond_layer(tparams, state_below, options, prefix='gru', mask=None,
         h, c, alpha = gru_cond_step(mask, x_, xx_, init_state, pctx_, context,
                                     context_mask, *shared_vars, decoding=True)
         return {'states': h, 'ctxs': c, 'alphas': alpha.T,
+                'readout_prev': state_below}
+
+    if fast_ops.enabled():   # the CPU: the whole loop as one C op
+        states, ctxs, alphas = recurrent_ops.cond_gru_layer(
+            mask, x_, xx_, init_state, pctx_, context, context_mask, shared_vars)
+        return {'states': states, 'ctxs': ctxs, 'alphas': alphas,
                 'readout_prev': state_below}
 
     def _step(m_, x_t, xx_t, h_, ctx_prev, alpha_prev, pctx_, cc_, *rest):

@@ -46,7 +46,7 @@ from optimizers import OPTIMIZERS, adadelta, adam, rmsprop, sgd  # noqa: F401 (d
 from optimizers import clip_gradients  # noqa: F401 (dl4mt API)
 from machinery.text_io import InputError, count_lines, read_lines
 from training_loop import TrainingLoop, TrainingError, Compiled, Prepared, with_suffix
-from machinery.training_options import OptionTable, noise_seed
+from machinery.training_options import OptionTable, noise_seed, record_dictionaries
 from layers import init_tparams, zipp, unzip  # noqa: F401 (dl4mt API)
 from training_loop import Progress  # noqa: F401 (dl4mt API)
 from machinery import vocab
@@ -71,7 +71,7 @@ DEFAULT_OPTIONS = OrderedDict([
     ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
     ('bleu_valid_freq', 0), ('bleu_valid_ref', None), ('bleu_valid_beam', 5),
     ('bleu_patience', 0), ('bleu_valid_postprocess', None),
-    ('external_validation_script', None), ('reload_model_only', False),
+    ('external_validation_script', None), ('reload_model_only', False), ('restart', False),
     ('init', 'glorot+unigram'),
     ('dropout_embedding', 0.), ('dropout_context', 0.), ('dropout_readout', 0.),
 ])
@@ -682,9 +682,12 @@ class Trainer(TrainingLoop):
         self.dicts = [load_dictionary(d) for d in self.options['dictionaries']]
         self.idicts = [vocab.invert_dictionary(d) for d in self.dicts]
         _check_dictionaries(self.model_options, self.dicts, self.options['dictionaries'])
+        record_dictionaries(self.model_options, self.dicts, self.options['dictionaries'],
+                            reloading)
         print('Loading data')
         self.train_it, self.valid_it = open_corpora(self.options, self.model_options,
                                                     self.dicts)
+        self.check_length_filter('--datasets', '--valid_datasets', 'sentence pairs')
         # the training targets' word frequencies: for a fresh model's output
         # bias (--init ...+unigram) and the validation set's frequency cost
         unigram_bias = self.options['init'].endswith('+unigram') and not reloading
@@ -842,19 +845,10 @@ def _bleu_due(options, uidx):
     return freq > 0 and bool(options['valid_datasets']) and uidx % freq == 0
 
 
-def warn_special_ids(word_dict, path):
-    """vocab.special_ids_warning on stderr, if any."""
-    warning = vocab.special_ids_warning(word_dict, path)
-    if warning:
-        print(warning, file=sys.stderr)
-
-
 def _check_dictionaries(options, worddicts, paths):
-    """Warn when a vocabulary size exceeds what its dictionary can produce,
-    or when words other than eos and UNK hold ids 0 and 1."""
+    """Warn when a vocabulary size exceeds what its dictionary can produce."""
     for key, d, path in (('n_words_src', worddicts[0], paths[0]),
                          ('n_words', worddicts[1], paths[1])):
-        warn_special_ids(d, path)
         if len(d) < options[key]:
             print('warning: %s has %d entries but %s is %d: ids from %d on never '
                   'occur in the data' % (path, len(d), key, options[key], len(d)),

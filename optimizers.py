@@ -35,9 +35,7 @@ def clip_gradients(grads, clip_c, norm2=None):
         return grads
     g2 = norm2
     if g2 is None:
-        g2 = 0.
-        for g in grads:
-            g2 += (g ** 2).sum()
+        g2 = fast_ops.squared_norm(grads)
     return [tensor.switch(g2 > (clip_c ** 2), g / tensor.sqrt(g2) * clip_c, g)
             for g in grads]
 
@@ -107,7 +105,9 @@ def adadelta(lr, tparams, grads, inp, cost, state=None, fused=False,
 
 
 def adam(lr, tparams, grads, inp, cost, state=None, b1=0.9, b2=0.999, e=1e-8):
-    """Adam with bias correction, as in dl4mt-tutorial (b1 is the decay 0.9)."""
+    """Adam with bias correction, as in dl4mt-tutorial (b1 is the decay 0.9);
+    on the CPU each parameter's step is one in-place C op
+    (``fast_ops.adam_step``, the same equations)."""
     gshared = _accumulators(tparams, 'grad', None)
     f_grad_shared = theano.function(inp, cost, updates=list(zip(gshared, grads)),
                                     name='adam_grad_shared')
@@ -120,6 +120,10 @@ def adam(lr, tparams, grads, inp, cost, state=None, b1=0.9, b2=0.999, e=1e-8):
     ms = _accumulators(tparams, 'adam_m', state)
     vs = _accumulators(tparams, 'adam_v', state)
     for p, g, m, v in zip(tparams.values(), gshared, ms, vs):
+        if fast_ops.enabled():   # one in-place C op per parameter
+            new_p, m_t, v_t = fast_ops.adam_step(p, m, v, g, lr_t, b1, b2, e)
+            updates += [(m, m_t), (v, v_t), (p, new_p)]
+            continue
         m_t = b1 * m + (1. - b1) * g
         v_t = b2 * v + (1. - b2) * g ** 2
         updates += [(m, m_t), (v, v_t),

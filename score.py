@@ -20,7 +20,8 @@ import numpy
 from machinery import cli
 import layers
 
-from machinery.model_io import check_writable, file_as_named_or_beside, load_dictionary, write_text
+from machinery.model_io import (check_outputs, file_as_named_or_beside, load_dictionary,
+                                model_files, write_text)
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines
 from machinery.vocab import words, words_to_ids
@@ -122,7 +123,8 @@ def parse_args(argv):
 
 def score(args):
     """Write the cost of every pair of args.source, args.target."""
-    check_writable(args.output)
+    check_outputs([args.output], model_files([args.model]) + [args.source, args.target]
+                  + list(args.dictionaries or []))
     options, params, word_dicts = load_scoring_model(args.model, args.dictionaries,
                                                      args.inference)
     pairs = pair_ids(read_lines(args.source), read_lines(args.target),

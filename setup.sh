@@ -4,7 +4,7 @@
 # Safe to run again: it installs only what is missing, and makes .venv anew when an
 # earlier run left it unusable (a venv without pip) or PYTHON names another version.
 #
-#   bash setup.sh                  the CPU set-up, with python3 (3.10, 3.11 or 3.12)
+#   bash setup.sh                  the CPU set-up, with python3 (3.10, 3.11, 3.12 or 3.13)
 #   PYTHON=python3.12 bash setup.sh    the same with another Python
 #   bash setup.sh --opencl         and the GPU back-end on OpenCL: a CPU OpenCL
 #                                  device (pocl), on which the GPU tests run
@@ -13,8 +13,8 @@
 #                                  driver needed; docs/gpu.md)
 #   bash setup.sh --gpu-packages   and only the GPU packages (no driver needed;
 #                                  what gpu/bundle.sh pack takes)
-# The GPU back-end needs Python 3.11 (Debian 12's pygpu).  VENV=DIR makes the
-# environment in DIR instead of .venv (CI's second Python).
+# The GPU back-end needs Python 3.11 (Debian 12's pygpu; docs/gpu.md#other-pythons).
+# VENV=DIR makes the environment in DIR instead of .venv (another Python beside it).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,7 +28,7 @@ esac
 die() { echo "setup: $*" >&2; exit 1; }
 
 VENV=${VENV:-.venv}
-SUPPORTED="3.10, 3.11 or 3.12"
+SUPPORTED="3.10, 3.11, 3.12 or 3.13"
 # Without PYTHON, a usable environment keeps its Python; a new one takes python3.
 if [ -z "${PYTHON:-}" ] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
     PYTHON=$VENV/bin/python
@@ -39,11 +39,11 @@ command -v "$PYTHON" >/dev/null 2>&1 \
 PY_VERSION=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
     || die "'$PYTHON' does not run"
 case "$PY_VERSION" in
-    3.10 | 3.11 | 3.12) ;;
+    3.10 | 3.11 | 3.12 | 3.13) ;;
     *) die "Python $PY_VERSION ($PYTHON) is not supported: use $SUPPORTED, e.g. PYTHON=python3.12 bash setup.sh" ;;
 esac
 if [ -n "$GPU_MODE" ] && [ "$PY_VERSION" != 3.11 ]; then
-    die "--$GPU_MODE needs Python 3.11 (Debian 12's pygpu is built for it), not $PY_VERSION: PYTHON=python3.11 bash setup.sh --$GPU_MODE"
+    die "--$GPU_MODE needs Python 3.11, not $PY_VERSION: Debian 12's pygpu is built for 3.11, and pygpu's source, which builds for $PY_VERSION, is on no package registry that setup.sh reaches (docs/gpu.md#other-pythons): PYTHON=python3.11 bash setup.sh --$GPU_MODE"
 fi
 # Debian's own Python (under /usr) gets its missing parts from apt; another one
 # (pyenv, conda, a cluster's module) comes with them or not at all.
@@ -124,9 +124,9 @@ pip_install() {  # pip_install ARGS...: quiet, without pip's location warnings
         2> >(grep -v "^WARNING: Location" >&2)
 }
 # theano-pymc 1.1.2 comes as source only, and its setup.py (versioneer) uses two
-# names that Python 3.12 removed from configparser: there it is built, without
-# build isolation, with the two names put back for the build (sitecustomize).
-if [ "$PY_VERSION" = 3.12 ] && ! "$VENV/bin/python" -m pip show -q theano-pymc >/dev/null 2>&1; then
+# names that Python 3.12 removed from configparser: on 3.12 and 3.13 it is built,
+# without build isolation, with the two names put back for the build (sitecustomize).
+if [ "$PY_VERSION" != 3.10 ] && [ "$PY_VERSION" != 3.11 ] && ! "$VENV/bin/python" -m pip show -q theano-pymc >/dev/null 2>&1; then
     shim=$(mktemp -d)
     printf '%s\n' 'import configparser as c' 'c.SafeConfigParser = c.ConfigParser' \
         'c.ConfigParser.readfp = c.ConfigParser.read_file' > "$shim/sitecustomize.py"

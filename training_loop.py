@@ -29,6 +29,10 @@ A subclass builds, in its ``__init__``, ``self.options`` (the run's options),
 or anything the subclass validates on), ``self.model`` (a ``Compiled``),
 then calls ``self.start(reloading)``; and it defines ``prepare_batch``,
 ``valid_cost`` and ``print_samples`` (and optionally ``extra_validation``).
+It calls ``prepare_run`` first (the lock; a new run where the model holds
+one is refused before, in training_options, and ``--restart`` moves that
+run's files aside here) and ``check_length_filter`` once its iterators are
+there, before compiling: data that --maxlen empties never trains.
 """
 import os
 import sys
@@ -45,11 +49,12 @@ from machinery.model_io import load_archive_extras, load_params
 from machinery.progress import Progress
 from machinery.run_lock import ModelLock
 from machinery.stop_requests import StopRequests, signal_name
+from machinery.text_io import InputError
 from machinery.training_log import TrainingLog
-from machinery.training_options import noise_seed
+from machinery.training_options import input_files, noise_seed
 from machinery.training_state import (TrainingState, save_model, save_checkpoint,
-                                      load_checkpoint, resume_path, usable_resume_file,
-                                      with_suffix)
+                                      load_checkpoint, resume_path, set_aside,
+                                      usable_resume_file, with_suffix)
 
 from data_parallel import GradientExchange, compile_data_parallel
 from layers import init_tparams, unzip, zipp
@@ -70,7 +75,8 @@ Prepared = namedtuple('Prepared', 'inputs sentences words')
 # function cache's key (every other option, known or new, is in it)
 RUN_OPTIONS = frozenset([
     'datasets', 'dataset', 'dictionaries', 'dictionary', 'valid_datasets',
-    'valid_dataset', 'saveto', 'reload_', 'reload_model_only', 'overwrite',
+    'valid_dataset', 'saveto', 'reload_', 'reload_model_only', 'restart', 'overwrite',
+    'dictionary_digests',
     'dispFreq', 'validFreq', 'saveFreq', 'sampleFreq', 'bleu_valid_freq',
     'bleu_valid_beam', 'bleu_valid_ref', 'bleu_valid_postprocess',
     'external_validation_script', 'patience', 'bleu_patience', 'max_epochs',
@@ -190,9 +196,29 @@ class TrainingLoop(object):
         noise_seed(self.options)   # a --noise_seed out of range stops it here
         self.world = distributed.world()
         self.world.check_same(distributed.fingerprint(self.options))
-        self.lock = ModelLock(self.options['saveto']) if self.world.is_root else None
+        saveto = self.options['saveto']
+        self.lock = ModelLock(saveto) if self.world.is_root else None
+        if self.options['restart'] and self.world.is_root:
+            folder, moved = set_aside(saveto, keep=input_files(self.options))
+            if folder:
+                print('--restart: the %d files of the run on %s moved into %s'
+                      % (moved, saveto, folder))
         self.resuming = (reloading and not self.options['reload_model_only']
-                         and usable_resume_file(self.options['saveto']))
+                         and usable_resume_file(saveto))
+
+    def check_length_filter(self, train_flag, valid_flag, unit):
+        """Before compiling: InputError when the --maxlen rule leaves none,
+        or next to none (under NEARLY_EMPTY), of the ``unit`` (sentence
+        pairs, sentences) of the training data (``train_flag``) or of the
+        validation data (``valid_flag``); a warning when it drops more than
+        A_LOT of them."""
+        maxlen = self.options['maxlen']
+        sides = ' on every side' if len(self.train_it.files) > 1 else ''
+        check_kept(self.train_it.count_kept(maxlen), self.train_it, train_flag, unit, maxlen,
+                    'train', 'kept: those shorter than %d words%s' % (maxlen, sides))
+        if self.valid_it is not None:
+            check_kept(self.valid_it.count_kept(), self.valid_it, valid_flag, unit, maxlen,
+                        'validate', 'skipped: those longer than %d words%s' % (maxlen, sides))
 
     def start(self, reloading):
         """The state (restored when reloading), the progress meter, the
@@ -275,13 +301,18 @@ class TrainingLoop(object):
             pass
 
     def _epoch(self):
-        """Updates until the data ends (None) or the run stops (the reason)."""
-        n_samples = 0
+        """Updates until the data ends (None) or the run stops (the reason);
+        TrainingError for a whole epoch without an update (check_length_filter
+        refuses such data at start: files changed since)."""
+        n_samples, uidx, whole = 0, self.state.uidx, self.train_it.at_epoch_start()
         for batch in self.train_it:
             n_samples += len(batch[0])
             reason = self._update(batch)
             if reason is not None:
                 return reason
+        if whole and self.state.uidx == uidx:
+            raise TrainingError('epoch %d made no update: --maxlen %d leaves nothing of the '
+                                'training data' % (self.state.epoch, self.options['maxlen']))
         self.state.epoch += 1
         print('Seen %d samples' % n_samples)
         return None
@@ -471,6 +502,9 @@ class TrainingLoop(object):
         checkpoint is written); otherwise the best parameters go into the
         model file.  Returns the final validation cost."""
         message = self._stop_message(reason)
+        if self.state.uidx == 0:   # (--finish_after 0, --max_epochs 0)
+            raise TrainingError('the run stopped before its first update (%s): no model was '
+                                'written' % message)
         self.log.write('stop', self.state, reason=reason, message=message)
         if reason == 'signal':
             raise Interrupted(self.requests.signum, message)
@@ -512,6 +546,31 @@ NOT_LEARNING_MARGIN = 0.05
 SATURATED_READOUT = 0.5
 # ... not before this update: a short run (a test's) has not had time to learn
 NOT_LEARNING_AFTER = 500
+
+
+# the length filter's limits (check_length_filter): an error when it keeps
+# less than NEARLY_EMPTY of a corpus, a warning when it drops more than A_LOT
+NEARLY_EMPTY = 0.01
+A_LOT = 0.1
+
+
+def check_kept(counts, iterator, flag, unit, maxlen, purpose, rule):
+    """InputError when the length filter's ``counts`` (lines kept, lines)
+    leave less than NEARLY_EMPTY of the ``iterator``'s files to ``purpose``
+    on; a warning when it drops more than A_LOT."""
+    kept, total = counts
+    where = '%s %s: --maxlen %d' % (flag, ' '.join(f.path for f in iterator.files), maxlen)
+    if kept == 0:
+        raise InputError('%s leaves none of its %s %s (%s): nothing to %s on; raise --maxlen'
+                         % (where, format(total, ','), unit, rule, purpose))
+    if kept < NEARLY_EMPTY * total:
+        raise InputError('%s leaves %s of its %s %s (%.1f%%; %s): too few to %s on; raise '
+                         '--maxlen' % (where, format(kept, ','), format(total, ','), unit,
+                                       100. * kept / total, rule, purpose))
+    if total - kept > A_LOT * total:
+        print('warning: %s drops %s of its %s %s (%.1f%%; %s)'
+              % (where, format(total - kept, ','), format(total, ','), unit,
+                 100. * (total - kept) / total, rule), file=sys.stderr)
 
 
 class NoLog(object):

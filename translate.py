@@ -312,9 +312,10 @@ def prepare(args, world=distributed.SingleProcess()):
     several workers, rank 0 reads the sources (stdin is rank 0's)."""
     world.check_same(distributed.fingerprint(
         {k: v for k, v in vars(args).items() if k not in ('source', 'saveto')}))
-    for path in (args.saveto, args.alignments):
-        if path and world.is_root:
-            model_io.check_writable(path)
+    if world.is_root:
+        model_io.check_outputs([args.saveto, args.alignments], model_io.model_files(
+            [args.model] + args.ensemble) + [args.dictionary, args.dictionary_target,
+                                             args.source, args.unk_dictionary])
     models = load_models([args.model] + args.ensemble, args.inference)
     options = models[0][1]
     word_dict = model_io.load_dictionary(args.dictionary)

@@ -38,7 +38,7 @@ from analysis import attention_positions
 from analysis import attention_records
 from analysis import attention_trees
 from analysis import parseval
-from machinery.model_io import write_json, write_text
+from machinery.model_io import check_outputs, write_json, write_text
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, open_binary, read_lines
 
@@ -317,9 +317,16 @@ COMMANDS = {'positions': cmd_positions, 'matrix': cmd_matrix, 'trees': cmd_trees
             'parseval': cmd_parseval}
 
 
+def run(args):
+    """The command's outputs checked (none is an input), then its work."""
+    check_outputs([getattr(args, name, None) for name in ('png', 'json', 'csv', 'out')],
+                  args.inputs + [args.source] + list(args.dictionaries or []))
+    COMMANDS[args.command](args)
+
+
 def main(argv=None):
     args = parse_args(cli.arguments(argv))
-    return cli.run(lambda: COMMANDS[args.command](args))
+    return cli.run(lambda: run(args))
 
 
 if __name__ == '__main__':

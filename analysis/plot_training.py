@@ -21,6 +21,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli  # noqa: E402
+from machinery.model_io import check_outputs  # noqa: E402
 from machinery.text_io import InputError  # noqa: E402
 from machinery.training_log import read_training_log  # noqa: E402
 
@@ -97,6 +98,7 @@ def plot_logs(args):
     if len(labels) != len(args.logs):
         raise InputError('--labels names %d runs, but %d logs are given'
                          % (len(labels), len(args.logs)))
+    check_outputs([args.png], args.logs)
     runs = [(label, read_training_log(path)) for label, path in zip(labels, args.logs)]
     for label, events in runs:
         print(summary(label, events))

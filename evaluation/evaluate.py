@@ -47,7 +47,7 @@ from machinery import cli  # noqa: E402  (first: without .venv, one line, machin
 import numpy  # noqa: E402
 
 from machinery import bleu  # noqa: E402
-from machinery.model_io import write_json
+from machinery.model_io import check_outputs, write_json  # noqa: E402
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines
 
@@ -280,6 +280,7 @@ def _write_json(path, args, results):
 
 
 def evaluate_and_report(args):
+    check_outputs([args.json], [args.ref] + args.systems)
     results = evaluate(args.ref, args.systems, args.tokenized, args.lang,
                        args.lowercase, args.bootstrap, args.seed, _progress_line())
     if args.json:

@@ -23,7 +23,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 from machinery import cli
 from machinery.bleu import corpus_bleu
-from machinery.model_io import write_json
+from machinery.model_io import check_outputs, write_json
 from machinery.text_io import InputError, read_lines
 from machinery.vocab import words
 
@@ -112,6 +112,7 @@ def parse_args(argv):
 
 
 def run(args):
+    check_outputs([args.png, args.json], [args.ref, args.source] + args.systems)
     refs = read_lines(args.ref)
     source = read_lines(args.source)
     if len(source) != len(refs):

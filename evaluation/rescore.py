@@ -24,7 +24,7 @@ from machinery import theano_env  # noqa: F401  (must come before theano)
 
 from machinery import cli
 import layers
-from machinery.model_io import check_writable, write_text
+from machinery.model_io import check_outputs, model_files, write_text
 from machinery.nbest import format_score, read_nbest
 from score import build_scorer, load_scoring_model, pair_ids, score_pairs
 from machinery.text_io import read_lines
@@ -68,7 +68,8 @@ def parse_args(argv):
 
 def rescore(args):
     """Write args.input with each model's cost appended to every entry."""
-    check_writable(args.output)
+    check_outputs([args.output], model_files(args.models) + [args.source, args.input]
+                  + list(args.dictionaries or []))
     source_lines = read_lines(args.source, what='source sentences')
     entries = read_nbest(args.input, len(source_lines))
     columns = [model_costs(path, args, source_lines, entries) for path in args.models]

@@ -75,10 +75,8 @@ def run_logged(cmd, env, what, out_path):
 def train_and_translate(settings, args, data, device):
     """One device's run: {'costs', 'params', 'hypotheses', 'scores', 'seconds'}."""
     base = os.path.join(args.out, '%s-%s' % (args.model, device.replace(':', '_')))
-    run = {'model': base + '.npz', 'flags': demo.variant_flags(args.model)[1]}
-    for path in (run['model'], log_path(run['model'])):
-        if os.path.exists(path):
-            os.remove(path)
+    # an earlier comparison's run moves aside (nmt.py --restart)
+    run = {'model': base + '.npz', 'flags': demo.variant_flags(args.model)[1] + ['--restart']}
     env = theano_env.device_env(device)
     train_sec = run_logged(demo.train_command(settings, run, data), env,
                            'training on %s' % device, base + '.train.out')

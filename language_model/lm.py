@@ -61,7 +61,7 @@ from optimizers import OPTIMIZERS
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError
 from training_loop import Compiled, Prepared, TrainingLoop
-from machinery.training_options import OptionTable
+from machinery.training_options import OptionTable, record_dictionaries
 
 MODEL_KIND = model_io.LANGUAGE_MODEL   # options['model_kind'] of every language_model/lm.py model
 RESIDUALS = ('none',) + layers.RESIDUALS
@@ -81,7 +81,7 @@ DEFAULT_OPTIONS = OrderedDict([
     # additions (n_words -1: the dictionary's size)
     ('residual', 'none'), ('att_scoring', 'content'), ('tie_embeddings', False),
     ('shuffle_each_epoch', True), ('seed', 1234), ('noise_seed', 0),
-    ('reload_model_only', False),
+    ('reload_model_only', False), ('restart', False),
 ])
 # what a reloaded model keeps from its saved options
 ARCHITECTURE_OPTIONS = ('dim_word', 'dim', 'n_words', 'encoder', 'residual',
@@ -406,7 +406,6 @@ def complete_vocabulary(options, model_options, reloading):
         model_options['dictionary'] = _build_dictionary(options)
     options['dictionary'] = model_options['dictionary']
     word_dict = load_dictionary(model_options['dictionary'])
-    nmt.warn_special_ids(word_dict, model_options['dictionary'])
     if model_options['n_words'] <= 0:
         model_options['n_words'] = max(word_dict.values()) + 1
     elif len(word_dict) < model_options['n_words']:
@@ -436,6 +435,8 @@ class LMTrainer(TrainingLoop):
         opt, n_words = self.options, self.model_options['n_words']
         self.word_dict = load_dictionary(self.model_options['dictionary'])
         self.idict = vocab.invert_dictionary(self.word_dict)
+        record_dictionaries(self.model_options, [self.word_dict],
+                            [self.model_options['dictionary']], reloading)
         print('Loading data')
         self.train_it = MonolingualIterator(
             opt['dataset'], self.word_dict, batch_size=opt['batch_size'],
@@ -444,6 +445,7 @@ class LMTrainer(TrainingLoop):
         self.valid_it = (scoring_iterator(opt['valid_dataset'], self.word_dict,
                                           self.model_options, opt['valid_batch_size'])
                          if opt['valid_dataset'] else None)
+        self.check_length_filter('--data', '--valid', 'sentences')
         print('Building model: %s parameters' % format(count_params(self.model_options), ','))
         self.model = LMModel(self.options, self.model_options, reloading)
         self.sample_rng = numpy.random.RandomState(self.options['seed'])

@@ -90,7 +90,8 @@ def training_options(args, variant, seed, paths, out):
                 valid_batch_size=64, optimizer='adam', lrate=args.lrate, clip_c=1.,
                 finish_after=args.updates, validFreq=args.valid_freq,
                 saveFreq=args.updates, sampleFreq=10 ** 9, dispFreq=args.valid_freq,
-                patience=10 ** 6, maxlen=50, overwrite=True, seed=seed)
+                patience=10 ** 6, maxlen=50, overwrite=True, seed=seed,
+                restart=True)   # an earlier experiment's run moves aside
 
 
 class _TrainingLog(object):

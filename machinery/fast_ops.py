@@ -32,6 +32,7 @@ The ops also have NumPy implementations (used by the Python linker).
 """
 import contextlib
 import functools
+import os
 
 import numpy
 from machinery import theano_env  # noqa: F401  (configures Theano before its import)
@@ -134,16 +135,17 @@ static inline float nmt_dot(const float* a, const float* b, npy_intp n)
 }
 
 /* Source attention of sample n (docs/equations.md#attention): for each source
-   position i, y = tanh(pctx[i,n] + q[n]), e = y . U + c, a = exp(e) m[i,n],
-   alpha = a / sum_i a; ctx[n] = sum_i alpha_i cc[i,n].  Rows with m = 0 get
-   alpha = 0 without computing y.  T rows, N samples, k = len(q[n]), K2 =
-   len(cc[i,n]); y: scratch of k floats, acc: of K2 doubles. */
+   position i, y = tanh(pctx[i,n] + q), e = y . U + c, a = exp(e) m[i,n],
+   alpha_i = a / sum_i a; ctx = sum_i alpha_i cc[i,n].  Rows with m = 0 get
+   alpha = 0 without computing y.  T rows, N samples, k = len(q), K2 =
+   len(cc[i,n]); q: the sample's query; alpha: its first weight, the next
+   astep floats on; ctx: its K2 outputs; y: scratch of k floats, acc: of K2
+   doubles. */
 static void nmt_attention_sample(
-    const float* pctx, const float* q, const float* U, float c, const float* cc,
+    const float* pctx, const float* qn, const float* U, float c, const float* cc,
     const float* mask, npy_intp T, npy_intp N, npy_intp k, npy_intp K2,
-    npy_intp n, float* alpha, float* ctx, float* y, double* acc)
+    npy_intp n, float* alpha, npy_intp astep, float* ctx, float* y, double* acc)
 {
-    const float* qn = q + n * k;
     double sum = 0.;
     for (npy_intp i = 0; i < T; ++i) {
         const float m = mask ? mask[i * N + n] : 1.f;
@@ -155,15 +157,15 @@ static void nmt_attention_sample(
             nmt_tanh_inplace(y, k);
             a = expf(nmt_dot(y, U, k) + c) * m;
         }
-        alpha[i * N + n] = a;
+        alpha[i * astep] = a;
         sum += a;
     }
     const float total = (float)sum;
     for (npy_intp j = 0; j < K2; ++j)
         acc[j] = 0.;
     for (npy_intp i = 0; i < T; ++i) {
-        const float al = alpha[i * N + n] / total;
-        alpha[i * N + n] = al;
+        const float al = alpha[i * astep] / total;
+        alpha[i * astep] = al;
         if (al == 0.f)
             continue;
         const float* ci = cc + (i * N + n) * K2;
@@ -173,44 +175,51 @@ static void nmt_attention_sample(
         }
     }
     for (npy_intp j = 0; j < K2; ++j)
-        ctx[n * K2 + j] = (float)acc[j];
+        ctx[j] = (float)acc[j];
 }
 
-/* Its gradient for sample n, from g_ctx[n] (K2) and g_alpha[:, n] (or
-   none): s_i = g_alpha_i + g_ctx . cc[i,n]; d cc[i,n] = alpha_i g_ctx;
-   d e_i = alpha_i (s_i - sum_j alpha_j s_j); d pre = d e_i U (1 - y^2)
-   = d pctx[i,n], summed over i into d q[n]; d U += d e_i y; d c += d e_i.
-   y: scratch of k floats; gq: k doubles; gU: k doubles (this thread's). */
+/* Its gradient for sample n, from gc = d ctx (K2) and g_alpha (or none; its
+   weights gastep floats apart): s_i = g_alpha_i + gc . cc[i,n]; d cc[i,n] =
+   alpha_i gc; d e_i = alpha_i (s_i - sum_j alpha_j s_j); d pre = d e_i U (1 -
+   y^2) = d pctx[i,n], summed over i into d_q (k); d U += d e_i y; d c +=
+   d e_i (returned).  accumulate: d pctx and d cc are added to (else written).
+   y: scratch of k floats; gq: k doubles; gU: k doubles (this thread's); s: T
+   floats. */
 static double nmt_attention_grad_sample(
-    const float* pctx, const float* q, const float* U, const float* cc,
-    const float* mask, const float* alpha, const float* g_ctx,
-    const float* g_alpha, npy_intp T, npy_intp N, npy_intp k, npy_intp K2,
-    npy_intp n, float* d_pctx, float* d_q, float* d_cc, float* y, double* gq,
-    double* gU, float* s)
+    const float* pctx, const float* qn, const float* U, const float* cc,
+    const float* mask, const float* alpha, npy_intp astep, const float* gc,
+    const float* g_alpha, npy_intp gastep, npy_intp T, npy_intp N, npy_intp k,
+    npy_intp K2, npy_intp n, float* d_pctx, float* d_q, float* d_cc, int accumulate,
+    float* y, double* gq, double* gU, float* s)
 {
-    const float* gc = g_ctx + n * K2;
     double sa = 0.;
     for (npy_intp i = 0; i < T; ++i) {
-        const float al = alpha[i * N + n];
+        const float al = alpha[i * astep];
         const float* ci = cc + (i * N + n) * K2;
         float* di = d_cc + (i * N + n) * K2;
-        for (npy_intp j = 0; j < K2; ++j)
-            di[j] = al * gc[j];
-        s[i] = (al != 0.f) ? (g_alpha ? g_alpha[i * N + n] : 0.f) + nmt_dot(gc, ci, K2)
+        if (accumulate) {
+            if (al != 0.f)
+                for (npy_intp j = 0; j < K2; ++j)
+                    di[j] += al * gc[j];
+        } else {
+            for (npy_intp j = 0; j < K2; ++j)
+                di[j] = al * gc[j];
+        }
+        s[i] = (al != 0.f) ? (g_alpha ? g_alpha[i * gastep] : 0.f) + nmt_dot(gc, ci, K2)
                            : 0.f;
         sa += (double)al * s[i];
     }
     for (npy_intp j = 0; j < k; ++j)
         gq[j] = 0.;
     double gc_sum = 0.;
-    const float* qn = q + n * k;
     for (npy_intp i = 0; i < T; ++i) {
-        const float al = alpha[i * N + n];
+        const float al = alpha[i * astep];
         float* dp = d_pctx + (i * N + n) * k;
         const float de = (float)(al * (s[i] - sa));
         const float m = mask ? mask[i * N + n] : 1.f;
         if (de == 0.f || m == 0.f) {
-            memset(dp, 0, k * sizeof(float));
+            if (!accumulate)
+                memset(dp, 0, k * sizeof(float));
             continue;
         }
         const float* p = pctx + (i * N + n) * k;
@@ -219,14 +228,17 @@ static double nmt_attention_grad_sample(
         nmt_tanh_inplace(y, k);
         for (npy_intp j = 0; j < k; ++j) {
             const float g = de * U[j] * (1.f - y[j] * y[j]);
-            dp[j] = g;
+            if (accumulate)
+                dp[j] += g;
+            else
+                dp[j] = g;
             gq[j] += g;
             gU[j] += (double)(de * y[j]);
         }
         gc_sum += de;
     }
     for (npy_intp j = 0; j < k; ++j)
-        d_q[n * k + j] = (float)gq[j];
+        d_q[j] = (float)gq[j];
     return gc_sum;
 }
 
@@ -246,6 +258,65 @@ static void nmt_adadelta(float* p, float* eg2, float* edx2, const float* g,
         edx2[i] = rho * edx2[i] + omr * (dx * dx);
         p[i] += dx;
     }
+}
+
+/* One Adam step in place (optimizers.adam): m = b1 m + omb1 g; v = b2 v +
+   omb2 g^2; p -= lr_t m / (e + sqrt(v)), float32 as Theano's graph */
+static void nmt_adam(float* p, float* m, float* v, const float* g, npy_intp n, float lr_t,
+                     float b1, float omb1, float b2, float omb2, float e)
+{
+    #pragma omp parallel for schedule(static) if (n >= NMT_PARALLEL_MIN)
+    for (npy_intp i = 0; i < n; ++i) {
+        const float gi = g[i];
+        const float mi = b1 * m[i] + omb1 * gi;
+        const float vi = b2 * v[i] + omb2 * (gi * gi);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] - (lr_t * mi) / (e + sqrtf(vi));
+    }
+}
+
+/* the sum of the squares (each rounded to float) of n floats, in doubles:
+   each chunk of NMT_CHUNK values over 8 partial sums, the chunks' sums in
+   order (on OMP_NUM_THREADS threads; the same sum on any number) */
+#define NMT_CHUNK 65536
+static double nmt_chunk_squares(const float* x, npy_intp n)
+{
+    double part[8] = {0., 0., 0., 0., 0., 0., 0., 0.};
+    npy_intp j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; ++k) {
+            const float sq = x[j + k] * x[j + k];
+            part[k] += sq;
+        }
+    double sum = 0.;
+    for (int k = 0; k < 8; ++k)
+        sum += part[k];
+    for (; j < n; ++j) {
+        const float sq = x[j] * x[j];
+        sum += sq;
+    }
+    return sum;
+}
+
+static double nmt_sum_squares(const float* x, npy_intp n)
+{
+    const npy_intp chunks = (n + NMT_CHUNK - 1) / NMT_CHUNK;
+    if (chunks <= 1)
+        return nmt_chunk_squares(x, n);
+    double* sums = (double*)malloc(chunks * sizeof(double));
+    if (sums == NULL)
+        return NAN;   /* shows in the norm, never silently */
+    #pragma omp parallel for schedule(static) if (n >= NMT_PARALLEL_MIN)
+    for (npy_intp c = 0; c < chunks; ++c) {
+        const npy_intp a = c * NMT_CHUNK;
+        sums[c] = nmt_chunk_squares(x + a, n - a < NMT_CHUNK ? n - a : NMT_CHUNK);
+    }
+    double sum = 0.;
+    for (npy_intp c = 0; c < chunks; ++c)
+        sum += sums[c];
+    free(sums);
+    return sum;
 }
 
 /* z = expf(z) over n floats: exp in double precision (libmvec), rounded
@@ -396,7 +467,7 @@ class _FastCOp(COp):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (3, bool(libmvec_flags()))
+        return (6, bool(libmvec_flags()))
 
 
 def _as_f32(x):
@@ -556,11 +627,12 @@ def _attention_forward_c(inputs, outputs, sub):
         #pragma omp for schedule(static)
         for (npy_intp n = 0; n < N; ++n) {
             if (y == NULL || acc == NULL) { no_memory = 1; continue; }
-            nmt_attention_sample((const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc),
+            nmt_attention_sample((const float*)PyArray_DATA(pc),
+                                 (const float*)PyArray_DATA(qc) + n * k,
                                  (const float*)PyArray_DATA(uc), cv,
                                  (const float*)PyArray_DATA(ccc), M, T, N, k, K2, n,
-                                 (float*)PyArray_DATA(%(alpha)s), (float*)PyArray_DATA(%(ctx)s),
-                                 y, acc);
+                                 (float*)PyArray_DATA(%(alpha)s) + n, N,
+                                 (float*)PyArray_DATA(%(ctx)s) + n * K2, y, acc);
         }
         free(y); free(acc);
     }
@@ -610,12 +682,13 @@ def _attention_backward_c(inputs, outputs, sub):
         for (npy_intp n = 0; n < N; ++n) {
             if (y == NULL || gq == NULL || s == NULL) { no_memory = 1; continue; }
             gcs[tid] += nmt_attention_grad_sample(
-                (const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc),
+                (const float*)PyArray_DATA(pc), (const float*)PyArray_DATA(qc) + n * k,
                 (const float*)PyArray_DATA(uc), (const float*)PyArray_DATA(ccc), M,
-                (const float*)PyArray_DATA(ac), (const float*)PyArray_DATA(gcc),
-                gac ? (const float*)PyArray_DATA(gac) : NULL, T, N, k, K2, n,
-                (float*)PyArray_DATA(%(d_pctx)s), (float*)PyArray_DATA(%(d_q)s),
-                (float*)PyArray_DATA(%(d_cc)s), y, gq, gU + (size_t)tid * k, s);
+                (const float*)PyArray_DATA(ac) + n, N,
+                (const float*)PyArray_DATA(gcc) + n * K2,
+                gac ? (const float*)PyArray_DATA(gac) + n : NULL, N, T, N, k, K2, n,
+                (float*)PyArray_DATA(%(d_pctx)s), (float*)PyArray_DATA(%(d_q)s) + n * k,
+                (float*)PyArray_DATA(%(d_cc)s), 0, y, gq, gU + (size_t)tid * k, s);
         }
         free(y); free(gq); free(s);
     }
@@ -806,37 +879,43 @@ def _log_softmax_numpy(x):
     return (r - log_sum.astype(F32)).astype(F32)
 
 
-class AdadeltaStep(_FastCOp):
-    """One Adadelta step of a parameter: (p, Eg2, Edx2, g) -> (p, Eg2, Edx2)
-    updated, in one pass.  Built out of place; in FAST_RUN an optimizer of
-    Theano's inplace phase (like its own for Gemm or IncSubtensor) makes it
-    update the shared variables' arrays in place: Theano's own graph
-    allocated new arrays for all of them at every update.  (An in-place op
-    in the graph from the start makes every optimizer step validate the
-    destroy map: minutes of compile time.)"""
-    __props__ = ('rho', 'eps', 'inplace')
+class _InPlaceStep(_FastCOp):
+    """An optimizer's step of one parameter: (p, acc1, acc2, g, *scalars) ->
+    (p, acc1, acc2) updated in one pass.  Built out of place; in FAST_RUN an
+    optimizer of Theano's inplace phase (like its own for Gemm or
+    IncSubtensor) makes it update the shared variables' arrays in place:
+    Theano's own graph allocated new arrays for all of them at every update.
+    (An in-place op in the graph from the start makes every optimizer step
+    validate the destroy map: minutes of compile time.)  A subclass names
+    its C function (LOOP, called as LOOP(p, acc1, acc2, g, n, *scalars,
+    *constants)), its constants and its NumPy step."""
+    SCALARS = ()
 
-    def __init__(self, rho, eps, inplace=False):
-        self.rho, self.eps, self.inplace = float(rho), float(eps), bool(inplace)
+    def _init_inplace(self, inplace):
+        self.inplace = bool(inplace)
         if self.inplace:
             self.destroy_map = {0: [0], 1: [1], 2: [2]}
 
-    def make_node(self, p, eg2, edx2, g):
-        inputs = [_as_f32(v) for v in (p, eg2, edx2, g)]
-        return Apply(self, inputs, [v.type() for v in inputs[:3]])
+    def as_inplace(self):
+        return type(self)(*[getattr(self, k) for k in self.__props__[:-1]], inplace=True)
+
+    def constants(self):
+        """The C values of the op's constants, after the scalars."""
+        return [repr(float(getattr(self, k))) + 'f' for k in self.__props__[:-1]]
+
+    def make_node(self, p, acc1, acc2, g, *scalars):
+        inputs = [_as_f32(v) for v in (p, acc1, acc2, g)]
+        scalars = [_as_f32(v) for v in scalars]
+        if len(scalars) != len(self.SCALARS) or any(v.ndim != 0 for v in scalars):
+            raise TypeError('%s takes the scalars %s' % (type(self).__name__, self.SCALARS))
+        return Apply(self, inputs + scalars, [v.type() for v in inputs[:3]])
 
     def perform(self, node, inputs, outputs):
-        p, eg2, edx2, g = inputs
+        p, acc1, acc2 = inputs[:3]
         if not self.inplace:
-            p, eg2, edx2 = p.copy(), eg2.copy(), edx2.copy()
-        rho, eps = numpy.float32(self.rho), numpy.float32(self.eps)
-        eg2 *= rho
-        eg2 += (numpy.float32(1.) - rho) * (g * g)
-        dx = -numpy.sqrt(edx2 + eps) / numpy.sqrt(eg2 + eps) * g
-        edx2 *= rho
-        edx2 += (numpy.float32(1.) - rho) * (dx * dx)
-        p += dx
-        for out, v in zip(outputs, (p, eg2, edx2)):
+            p, acc1, acc2 = p.copy(), acc1.copy(), acc2.copy()
+        self.numpy_step(p, acc1, acc2, inputs[3], *inputs[4:])
+        for out, v in zip(outputs, (p, acc1, acc2)):
             out[0] = v
 
     def infer_shape(self, fgraph, node, shapes):
@@ -856,17 +935,18 @@ class AdadeltaStep(_FastCOp):
     PyArrayObject* %(dst)s = (PyArrayObject*)PyArray_NewCopy(%(src)s, NPY_CORDER);
     if (%(dst)s == NULL) { %(undo)s %(fail)s }
 """ % dict(dst=dst, src=src, undo=undo, fail=fail)
+        args = ['((const float*)PyArray_DATA(%s))[0]' % v for v in inputs[4:]]
         code += r"""
     npy_intp n = PyArray_SIZE(pc);
     if (PyArray_SIZE(ec) != n || PyArray_SIZE(dc) != n || PyArray_SIZE(gc) != n) {
-        PyErr_SetString(PyExc_ValueError, "adadelta_step: sizes differ");
+        PyErr_SetString(PyExc_ValueError, "%(name)s: sizes differ");
         %(cleanup)s Py_DECREF(pc); Py_DECREF(ec); Py_DECREF(dc); %(fail)s
     }
-    nmt_adadelta((float*)PyArray_DATA(pc), (float*)PyArray_DATA(ec),
-                 (float*)PyArray_DATA(dc), (const float*)PyArray_DATA(gc), n,
-                 %(rho)r, %(eps)r);
+    %(loop)s((float*)PyArray_DATA(pc), (float*)PyArray_DATA(ec),
+             (float*)PyArray_DATA(dc), (const float*)PyArray_DATA(gc), n, %(args)s);
     %(cleanup)s
-""" % dict(cleanup=cleanup, fail=fail, rho=self.rho, eps=self.eps)
+""" % dict(cleanup=cleanup, fail=fail, loop=self.LOOP, name=type(self).__name__,
+           args=', '.join(args + self.constants()))
         for dst, src, out in zip(names, inputs[:3], outputs):
             if self.inplace:
                 # a non-contiguous input was copied: write the result back
@@ -884,18 +964,111 @@ class AdadeltaStep(_FastCOp):
         return code + '}\n'
 
 
-@local_optimizer([AdadeltaStep], inplace=True)
-def _adadelta_step_inplace(fgraph, node):
-    if isinstance(node.op, AdadeltaStep) and not node.op.inplace:
-        return AdadeltaStep(node.op.rho, node.op.eps, inplace=True)(
-            *node.inputs, return_list=True)
+class AdadeltaStep(_InPlaceStep):
+    """One Adadelta step of a parameter: (p, Eg2, Edx2, g) -> (p, Eg2, Edx2)
+    updated (docs/equations.md#adadelta)."""
+    __props__ = ('rho', 'eps', 'inplace')
+    LOOP = 'nmt_adadelta'
+
+    def __init__(self, rho, eps, inplace=False):
+        self.rho, self.eps = float(rho), float(eps)
+        self._init_inplace(inplace)
+
+    def constants(self):
+        return [repr(self.rho), repr(self.eps)]
+
+    def numpy_step(self, p, eg2, edx2, g):
+        rho, eps = numpy.float32(self.rho), numpy.float32(self.eps)
+        eg2 *= rho
+        eg2 += (numpy.float32(1.) - rho) * (g * g)
+        dx = -numpy.sqrt(edx2 + eps) / numpy.sqrt(eg2 + eps) * g
+        edx2 *= rho
+        edx2 += (numpy.float32(1.) - rho) * (dx * dx)
+        p += dx
+
+
+class AdamStep(_InPlaceStep):
+    """One Adam step of a parameter (optimizers.adam, dl4mt's): (p, m, v, g,
+    lr_t) -> (p, m, v) updated: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2)
+    g^2, p -= lr_t m / (sqrt(v) + e), in float32 as Theano's graph of it.
+    b1, b2, e: their float32 values."""
+    __props__ = ('b1', 'b2', 'e', 'inplace')
+    LOOP = 'nmt_adam'
+    SCALARS = ('lr_t',)
+
+    def __init__(self, b1, b2, e, inplace=False):
+        self.b1, self.b2, self.e = (float(numpy.float32(v)) for v in (b1, b2, e))
+        self._init_inplace(inplace)
+
+    def constants(self):
+        one = numpy.float32(1.)
+        return [repr(float(v)) + 'f' for v in (self.b1, one - numpy.float32(self.b1), self.b2,
+                                               one - numpy.float32(self.b2), self.e)]
+
+    def numpy_step(self, p, m, v, g, lr_t):
+        f = numpy.float32
+        b1, b2, e = f(self.b1), f(self.b2), f(self.e)
+        m *= b1
+        m += (f(1.) - b1) * g
+        v *= b2
+        v += (f(1.) - b2) * (g * g)
+        p -= (f(lr_t) * m) / (e + numpy.sqrt(v))
+
+
+@local_optimizer([AdadeltaStep, AdamStep], inplace=True)
+def _step_inplace(fgraph, node):
+    if isinstance(node.op, _InPlaceStep) and not node.op.inplace:
+        return node.op.as_inplace()(*node.inputs, return_list=True)
     return False
 
 
-optdb.register('nmt_adadelta_step_inplace',
-               TopoOptimizer(_adadelta_step_inplace,
-                             failure_callback=TopoOptimizer.warn_inplace),
+optdb.register('nmt_optimizer_step_inplace',
+               TopoOptimizer(_step_inplace, failure_callback=TopoOptimizer.warn_inplace),
                60, 'fast_run', 'inplace')
+
+
+class SquaredNorm(_FastCOp):
+    """sum over the arrays of sum(x ** 2) (the gradient's squared norm of
+    clipping), as Theano's graph of it computes it: each array's squares in
+    float32 summed in doubles, rounded to float32, the arrays' sums added in
+    float32 in order; one pass over each array and no array of squares."""
+    __props__ = ()
+
+    def make_node(self, *arrays):
+        arrays = [_as_f32(v) for v in arrays]
+        return Apply(self, arrays, [tensor.fscalar()])
+
+    def perform(self, node, inputs, outputs):
+        total = numpy.float32(0.)
+        for x in inputs:
+            total = numpy.float32(total + numpy.float32(
+                numpy.square(x).sum(dtype='float64')))
+        outputs[0][0] = numpy.asarray(total, dtype=F32)
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [()]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        fail = sub['fail']
+        (out,) = outputs
+        code = '{\n    float total = 0.f;\n'
+        for i, x in enumerate(inputs):
+            code += r"""
+    {
+        PyArrayObject* xc = PyArray_GETCONTIGUOUS(%(x)s);
+        if (xc == NULL) { %(fail)s }
+        total += (float)nmt_sum_squares((const float*)PyArray_DATA(xc), PyArray_SIZE(xc));
+        Py_DECREF(xc);
+    }
+""" % dict(x=x, fail=fail)
+        return code + r"""
+    if (%(out)s == NULL) {
+        %(out)s = (PyArrayObject*)PyArray_EMPTY(0, NULL, NPY_FLOAT32, 0);
+        if (%(out)s == NULL) { %(fail)s }
+    }
+    ((float*)PyArray_DATA(%(out)s))[0] = total;
+}
+""" % dict(out=out, fail=fail)
 
 
 def _output_layer_c_code(inputs, sub, body, allocations):
@@ -947,10 +1120,22 @@ def original_graph():
         _ENABLED.pop()
 
 
+# NMT_THEANO_OPS=1: every graph with Theano's own ops, as the original code
+# builds them (the C ops sum in another order: float32 rounding, within the
+# fidelity tests' tolerances); docs/speed.md#what-differs-from-the-original-code
+THEANO_OPS_VARIABLE = 'NMT_THEANO_OPS'
+
+
+def theano_ops_asked():
+    """NMT_THEANO_OPS=1 (or any value but 0 and empty) is set."""
+    return os.environ.get(THEANO_OPS_VARIABLE, '0') not in ('', '0')
+
+
 def enabled():
     """Whether graphs built now use the C ops: on the CPU only (device=cpu;
-    the GPU backend gets Theano's own graph), outside original_graph()."""
-    return _ENABLED[-1] and theano.config.device == 'cpu'
+    the GPU backend gets Theano's own graph), outside original_graph(), and
+    not with NMT_THEANO_OPS=1."""
+    return _ENABLED[-1] and theano.config.device == 'cpu' and not theano_ops_asked()
 
 
 def attention(pctx, q, U_att, c_tt, cc, mask=None):
@@ -1003,3 +1188,20 @@ def output_nll(hidden, W, b, y, y_mask):
 def adadelta_step(p, eg2, edx2, g, rho, eps):
     """(p, Eg2, Edx2) after one Adadelta step (in place once compiled)."""
     return AdadeltaStep(rho, eps)(p, eg2, edx2, g)
+
+
+def adam_step(p, m, v, g, lr_t, b1, b2, e):
+    """(p, m, v) after one Adam step with the corrected rate lr_t (in place
+    once compiled)."""
+    return AdamStep(b1, b2, e)(p, m, v, g, lr_t)
+
+
+def squared_norm(arrays):
+    """sum over the arrays of sum(x ** 2): one C op on the CPU, else
+    Theano's graph of it."""
+    if enabled():
+        return SquaredNorm()(*arrays)
+    total = 0.
+    for x in arrays:
+        total += (x ** 2).sum()
+    return total

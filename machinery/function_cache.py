@@ -91,7 +91,9 @@ def cache_key(kind, parts):
     # the program: a class it defines pickles as __main__'s, found again
     # only when the same program loads the bundle
     program = getattr(sys.modules.get('__main__'), '__file__', None)
+    from machinery import fast_ops
     whole = repr((kind, program, sorted((k, repr(v)) for k, v in parts.items()), settings,
+                  fast_ops.enabled(),
                   theano.__version__, numpy.__version__, sys.version,
                   [r.name for r in theano_repairs.active()], source_digest()))
     return hashlib.sha256(whole.encode()).hexdigest()[:32]

@@ -27,6 +27,24 @@ def cpu_model(path='/proc/cpuinfo'):
     return platform.processor() or 'unknown'
 
 
+# /proc/cpuinfo's vendor_id of the makers whose CPUs the project's figures
+# are told apart by (docs/speed.md: Intel and AMD, each with its own figures)
+VENDORS = {'GenuineIntel': 'Intel', 'AuthenticAMD': 'AMD'}
+
+
+def cpu_vendor(path='/proc/cpuinfo'):
+    """'Intel', 'AMD', the vendor_id of another maker, or 'unknown'."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith('vendor_id'):
+                    vendor = line.partition(':')[2].strip()
+                    return VENDORS.get(vendor, vendor)
+    except OSError:
+        pass
+    return 'unknown'
+
+
 def vector_unit(flags):
     """The widest vector instructions among the CPU's ``flags``: 'avx512',
     'avx2', 'avx' or 'sse' (what Theano's -march=native, OpenBLAS's kernels
@@ -53,6 +71,19 @@ def openblas_kernels(blas_ldflags):
         return None
 
 
+def summary(machine):
+    """One line of a description(): 'Intel, Intel(R) Xeon(R) ..., avx512,
+    OpenBLAS (SkylakeX kernels), 2 cores'."""
+    blas = machine['blas']
+    if 'openblas' in blas:
+        blas = 'OpenBLAS' + (' (%s kernels)' % machine['blas_kernels']
+                             if machine['blas_kernels'] else '')
+    elif 'mkl' in blas:
+        blas = 'MKL'
+    return '%s, %s, %s, %s, %d cores' % (machine['cpu_vendor'], machine['cpu'],
+                                          machine['vector_unit'], blas, machine['cores'])
+
+
 def description():
     """The machine as it computes: an OrderedDict of plain values."""
     import numpy
@@ -60,6 +91,7 @@ def description():
     blas = theano.config.blas__ldflags
     return OrderedDict([
         ('cpu', cpu_model()),
+        ('cpu_vendor', cpu_vendor()),
         ('cores', theano_env.usable_cores()),
         ('vector_unit', vector_unit(theano_env.cpu_flags())),
         # what Theano compiles its C code for (the user's flags, else the CPU's own)

@@ -29,6 +29,7 @@ import numpy
 
 from machinery.cli import CommandError
 from machinery.text_io import InputError, check_readable, one_line as _one_line
+from machinery.vocab import check_dictionary
 
 # Python 2 can read pickle protocols 0 to 2.
 PY2_PROTOCOL = 2
@@ -172,6 +173,56 @@ def check_writable(path):
     os.unlink(tmp)
 
 
+def check_outputs(outputs, inputs=()):
+    """Before a command's work: CommandError naming the output unless each
+    of ``outputs`` can be written (check_writable), then check_distinct.
+    None and '-' (the standard streams) are skipped."""
+    outputs = [os.fspath(p) for p in outputs if p is not None and p != '-']
+    for path in outputs:
+        check_writable(path)
+    check_distinct(outputs, inputs)
+
+
+def check_distinct(outputs, inputs):
+    """InputError naming the output when one of ``outputs`` is one of
+    ``inputs`` or of the other outputs by the file's identity (device and
+    inode: './NAME', another path or a hard link of a file is that file),
+    which writing it (a rename onto the name) would replace."""
+    outputs = [os.fspath(p) for p in outputs if p is not None and p != '-']
+    inputs = [os.fspath(p) for p in inputs if p is not None and p != '-']
+    known = [(file_identity(p), p, True) for p in inputs]
+    for path in outputs:
+        identity = file_identity(path)
+        for other_identity, other, is_input in known:
+            if identity == other_identity:
+                raise InputError(_same_file_message(path, other, is_input))
+        known.append((identity, path, False))
+
+
+def _same_file_message(output, other, is_input):
+    same = '' if output == other else ' (the same file as %s)' % other
+    if is_input:
+        return ('%s: is an input of this command%s: the output would replace it; choose '
+                'another output file' % (output, same))
+    return '%s: is another output of this command%s: choose another name for one' % (
+        output, same)
+
+
+def model_files(paths):
+    """The files of the models ``paths``: each one's parameters and options."""
+    return [path + suffix for path in paths for suffix in ('', '.pkl', '.json')]
+
+
+def file_identity(path):
+    """(device, inode) of an existing file (links followed), else its
+    absolute path with links resolved: equal for two names of one file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
 def write_error(path, error):
     """The one-line error of a write to ``path`` that failed with ``error``."""
     return CommandError('%s: cannot write: %s' % (path, error.strerror or _one_line(error)))
@@ -298,10 +349,9 @@ def file_as_named_or_beside(name, model_path):
 
 
 def load_dictionary(path):
-    """Load a word -> id dictionary from a ``.json`` file or a pickle.
-
-    Like the original, any mapping is accepted; keys come back as str.
-    """
+    """Load a word -> id dictionary from a ``.json`` file or a pickle;
+    keys come back as str.  Its ids are checked (vocab.check_dictionary):
+    InputError naming the file and the entry."""
     path = os.fspath(path)
     if path.endswith('.json'):
         d = load_json(path)
@@ -310,6 +360,7 @@ def load_dictionary(path):
     if not isinstance(d, dict):
         raise InputError('%s: expected a dictionary word -> id, found %s'
                          % (path, type(d).__name__))
+    check_dictionary(d, path)
     return d
 
 

@@ -18,12 +18,11 @@ run there, before anything is compiled.
 import errno
 import fcntl
 import os
-import re
 import weakref
 
 from machinery.cli import CommandError
 from machinery.model_io import remove_if_there, temporaries_of, write_error
-from machinery.training_state import resume_path, with_suffix
+from machinery.training_state import checkpoint_names
 
 
 def lock_path(saveto):
@@ -102,15 +101,7 @@ def remove_stale_temporaries(saveto):
     them '.NAME.XXXXXXXX.tmp'): whoever holds the lock owns them."""
     folder = os.path.dirname(os.path.abspath(saveto))
     stale = temporaries_of(r'(%s)(\.pkl|\.json)?' % '|'.join(
-        _checkpoint_names(os.path.basename(saveto))))
+        checkpoint_names(os.path.basename(saveto))))
     for name in os.listdir(folder):
         if stale.match(name):
             remove_if_there(os.path.join(folder, name))
-
-
-def _checkpoint_names(model):
-    """Regular expressions of the names of the files a run on ``model``
-    writes (its options beside each: .pkl, .json)."""
-    snapshots = [re.escape(with_suffix(model, suffix)).replace('@', '[0-9]+')
-                 for suffix in ('iter@', 'best_bleu', 'current')]
-    return [re.escape(model), re.escape(resume_path(model))] + snapshots

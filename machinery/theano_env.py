@@ -1,4 +1,4 @@
-"""Make theano-pymc 1.1.2 work on Python 3.10-3.12.  Import this before Theano.
+"""Make theano-pymc 1.1.2 work on Python 3.10-3.13.  Import this before Theano.
 
 Every entry point (nmt.py, translate.py, score.py, speed/benchmark.py, the tests)
 imports this module first; the user sets nothing by hand.  What it fixes:

@@ -19,6 +19,9 @@ never changed.  Three kinds:
   says how to reinstall the package.  The module runs from the edited
   source, which its loader serves to tracebacks, pdb and ``inspect``: they
   show the lines that run.
+* ``CFileEdit``: exact texts replaced, as a ``SourceEdit`` does, in one of
+  Theano's C files as Theano reads it to compile it (the readers call
+  ``edited_c_file``; repairs ``c_file_reader_*``).
 * ``AfterImport``: a function applied to the module once it has run.
 * ``Absent``: a module whose import must fail with ImportError.
 
@@ -75,6 +78,26 @@ class SourceEdit(Repair):
         for old, new, count in self.replacements:
             source = source.replace(old, new)
         return source
+
+
+class CFileEdit(SourceEdit):
+    """Replace texts in Theano's C file ``c_file`` (a path below the theano
+    package) as Theano reads it: each ``(old, new)`` or ``(old, new, count)``."""
+
+    def __init__(self, name, c_file, why, *replacements):
+        SourceEdit.__init__(self, name, "theano/" + c_file, why, *replacements,
+                            changes_compiled_code=True)
+        self.c_file = c_file
+
+
+def edited_c_file(path, source):
+    """The text of Theano's C file at ``path``, ``source`` as read, with the
+    active CFileEdits of that file made (Theano's readers call this)."""
+    for repair in active():
+        if isinstance(repair, CFileEdit) and \
+                path.replace(os.sep, "/").endswith("/" + repair.module):
+            source = repair.edit(source, path)
+    return source
 
 
 class AfterImport(Repair):
@@ -287,9 +310,118 @@ _GPU_ADDRESS = ("(%(a)s.gpudata if %(a)s.context.kind == b'cuda' "
 
 # module_compiles as the source edits of Theano's compile cache call it
 _MODULE_COMPILES = '__import__("machinery.module_compiles", fromlist=["run_compiler"])'
+# inplace_increment of AdvancedIncSubtensor1's C code (numpy2_inplace_increment)
+# on NumPy 2: inc cast to a's type, then a[index] = inc, or numpy.add.at
+NUMPY2_INPLACE_INCREMENT = r"""
+static int
+inplace_increment(PyArrayObject *a, PyObject *index, PyArrayObject *inc,
+                  int inc_or_set)
+{
+    static PyObject *add_at = NULL;   /* numpy.add.at */
+    PyObject *cast, *done;
+    PyArray_Descr *descr;
+    if (PyArray_FailUnlessWriteable(a, "input/output array") < 0) {
+        return -1;
+    }
+    if (PyArray_NDIM(a) == 0) {
+        PyErr_SetString(PyExc_IndexError, "0-d arrays can't be indexed.");
+        return -1;
+    }
+    if (add_at == NULL) {
+        PyObject *numpy = PyImport_ImportModule("numpy"), *add;
+        if (numpy == NULL) {
+            return -1;
+        }
+        add = PyObject_GetAttrString(numpy, "add");
+        Py_DECREF(numpy);
+        if (add == NULL) {
+            return -1;
+        }
+        add_at = PyObject_GetAttrString(add, "at");
+        Py_DECREF(add);
+        if (add_at == NULL) {
+            return -1;
+        }
+    }
+    descr = PyArray_DESCR(a);
+    Py_INCREF(descr);
+    cast = PyArray_FromAny((PyObject *)inc, descr, 0, 0, NPY_ARRAY_FORCECAST, NULL);
+    if (cast == NULL) {
+        return -1;
+    }
+    if (inc_or_set) {
+        done = PyObject_CallFunctionObjArgs(add_at, (PyObject *)a, index, cast, NULL);
+        Py_XDECREF(done);
+    } else {
+        done = PyObject_SetItem((PyObject *)a, index, cast) == 0 ? Py_None : NULL;
+    }
+    Py_DECREF(cast);
+    return done == NULL ? -1 : 0;
+}
+"""
+
+
+# this module, as Theano's readers of its C files call it (c_file_reader_*)
+_THIS_MODULE = '__import__("machinery.theano_repairs", fromlist=["edited_c_file"])'
+
+# NumPy 2's PyArray_Descr has no elsize: the item size of the array instead
+# (PyArray_ITEMSIZE, the same number in NumPy 1 and 2)
+_ELSIZE = "PyArray_DESCR(%s)->elsize"
+_ITEMSIZE = "PyArray_ITEMSIZE(%s)"
+
+
+def _numpy2_itemsize(module, name, arrays, counts=None):
+    """numpy2_itemsize_NAME: every PyArray_DESCR(a)->elsize of the C code in
+    ``module`` for the arrays ``arrays`` (texts) becomes PyArray_ITEMSIZE(a)."""
+    counts = counts or {}
+    return SourceEdit(
+        "numpy2_itemsize_" + name, module,
+        "NumPy 2 took elsize (and the other size fields) out of the public "
+        "PyArray_Descr: the C code of %s reads PyArray_DESCR(x)->elsize and "
+        "does not compile ('has no member named elsize').  It reads "
+        "PyArray_ITEMSIZE(x), the same number on NumPy 1 and 2." % module,
+        *[(_ELSIZE % a, _ITEMSIZE % a, counts.get(a, 1)) for a in arrays],
+        changes_compiled_code=True)
 
 
 REPAIRS = [
+    _numpy2_itemsize("theano.tensor.blas", "blas", ["%(_x)s"], {"%(_x)s": 2}),
+    _numpy2_itemsize("theano.sandbox.rng_mrg", "rng_mrg",
+                     ["%(_A)s", "%(_s)s", "%(_z)s", "%(_A2)s", "%(_s2)s"], {"%(_z)s": 2}),
+    CFileEdit(
+        "numpy2_itemsize_dimshuffle", "tensor/c_code/dimshuffle.c",
+        "DimShuffle's C file reads PyArray_DESCR(x)->elsize, which NumPy 2 "
+        "took out of the public PyArray_Descr (see numpy2_itemsize_blas).",
+        (_ELSIZE % "basename", _ITEMSIZE % "basename")),
+    CFileEdit(
+        "numpy2_lazylinker", "link/c/c_code/lazylinker_c.c",
+        "The C virtual machine (lazylinker_ext, which runs every compiled "
+        "function) took NPY_PY3K and the PyInt_* names of Python 2 from "
+        "numpy/npy_3kcompat.h, which NumPy 2 no longer defines: it does "
+        "not compile (and builds Python 2's module when it would).  They "
+        "are defined after that header as NumPy 1 defined them.",
+        ('#include "numpy/npy_3kcompat.h"\n',
+         '#include "numpy/npy_3kcompat.h"\n'
+         '#ifndef NPY_PY3K  /* theano_repairs: numpy2_lazylinker */\n'
+         '#define NPY_PY3K 1\n#endif\n'
+         '#ifndef PyInt_Check\n#define PyInt_Check PyLong_Check\n#endif\n'
+         '#ifndef PyInt_AsLong\n#define PyInt_AsLong PyLong_AsLong\n#endif\n'
+         '#ifndef PyInt_FromLong\n#define PyInt_FromLong PyLong_FromLong\n#endif\n')),
+    SourceEdit(
+        "c_file_reader_lazylinker", "theano.link.c.lazylinker_c",
+        "The C virtual machine's source is read through edited_c_file, "
+        "which makes the CFileEdits of it (numpy2_lazylinker).",
+        ("code = open(cfile).read()",
+         "code = " + _THIS_MODULE + ".edited_c_file(cfile, open(cfile).read())"),
+        changes_compiled_code=True),
+    SourceEdit(
+        "c_file_reader_external_ops", "theano.graph.op",
+        "The C files of the ops that read their code from files (ExternalCOp: "
+        "DimShuffle, ...) are read through edited_c_file, which makes the "
+        "CFileEdits of them (numpy2_itemsize_dimshuffle).",
+        ("self.func_codes.append(f.read())",
+         "self.func_codes.append(" + _THIS_MODULE + ".edited_c_file(func_file, f.read()))"),
+        changes_compiled_code=True),
     SourceEdit(
         "no_mpi_at_import", "theano.tensor.io",
         "theano.tensor.io imports mpi4py.MPI when mpi4py is installed (the "
@@ -353,10 +485,56 @@ REPAIRS = [
         "see numpy_aliases_scalar) when it is imported: the import fails.  "
         "It takes Python's int, as numpy 1.23's alias gave.",
         ("otypes=[np.int]", "otypes=[int]")),
+    SourceEdit(
+        "numpy2_removed_scalar", "theano.scalar.basic",
+        "NumPy 2 removed numpy.product and numpy.cast.  Mul's Python code "
+        "(constant folding of a product of three or more terms, a scalar "
+        "graph's Python code) calls numpy.product, and the gradients of "
+        "exp2 and the inverse trigonometric and hyperbolic functions build "
+        "their constant with numpy.cast: each fails with AttributeError.  "
+        "They take numpy.prod and numpy.asarray with the type's dtype, "
+        "which give the same numbers on NumPy 1.",
+        ("return np.product(inputs)", "return np.prod(inputs)"),
+        ("np.cast[x.type](1)", "np.asarray(1, dtype=x.type.dtype)", 6),
+        ("np.cast[x.type](2)", "np.asarray(2, dtype=x.type.dtype)")),
+    SourceEdit(
+        "numpy2_removed_elemwise", "theano.tensor.elemwise",
+        "NumPy 2 removed numpy.sctype2char, which an element-wise op's "
+        "Python code calls to name the float type of a NumPy function of "
+        "integers (constant folding of an integer division, ...): it fails "
+        "with AttributeError.  It takes numpy.dtype(...).char, the same "
+        "character.",
+        ("char = np.sctype2char(out_dtype)", "char = np.dtype(out_dtype).char")),
+    SourceEdit(
+        "numpy2_inplace_increment", "theano.tensor.inc_code",
+        "NumPy 2 removed the MapIter C API (PyArrayMapIterObject, "
+        "PyArray_MapIterArray, ...), on which the C code of "
+        "AdvancedIncSubtensor1 (a[idx] += b, a[idx] = b: the gradient of every "
+        "embedding lookup) increments: it does not compile.  On NumPy 2 it "
+        "casts b to a's type, as before, then calls numpy.add.at (which adds "
+        "in the order of the indices, as the MapIter loop did) or sets "
+        "a[idx] = b; on NumPy 1 the code is the same as before.",
+        ('        """\n        typedef void (*inplace_map_binop)',
+         '        """\n#if NPY_ABI_VERSION < 0x02000000  /* theano_repairs: numpy2_inplace_increment */\n'
+         '        typedef void (*inplace_map_binop)'),
+        ("fail:\n    Py_XDECREF(mit);\n\n    return -1;\n}\n\"\"\"",
+         "fail:\n    Py_XDECREF(mit);\n\n    return -1;\n}\n#else\n" + NUMPY2_INPLACE_INCREMENT
+         + "#endif\n\"\"\""),
+        changes_compiled_code=True),
+    SourceEdit(
+        "numpy2_mrg_mask", "theano.sandbox.rng_mrg",
+        "NumPy 2 types an operation between a NumPy integer and a Python "
+        "int by the NumPy integer (NEP 50), and refuses a Python int that "
+        "does not fit it.  The Python code of the MRG generator (dropout, "
+        "sampling, where the C code is not compiled) masks an int32 with "
+        "0xFFFFFFFF for float32 and float64 numbers: OverflowError ('Python "
+        "integer 4294967295 out of bounds for int32').  NumPy 1 made that "
+        "int64 by the value; the mask is an int64, the same numbers on both.",
+        ("            mask = 0xFFFFFFFF\n", "            mask = np.int64(0xFFFFFFFF)\n", 2)),
     Absent(
         "no_compiled_scan", "theano.scan.scan_perform_ext",
         "The Cython scan loop bundled with theano-pymc 1.1.2 does not compile "
-        "on Python 3.11 and 3.12 (longintrepr.h); when its import fails with "
+        "on Python 3.11 and later (longintrepr.h); when its import fails with "
         "ImportError, scan runs its Python loop (the same numbers).  On 3.10 "
         "it would build: the repair keeps every version on the same loop."),
     AfterImport(
@@ -744,7 +922,8 @@ def install():
     for r in repairs:
         if isinstance(r, Absent):
             sys.modules.setdefault(r.module, None)
-    sys.meta_path.insert(0, _Finder([r for r in repairs if not isinstance(r, Absent)]))
+    sys.meta_path.insert(0, _Finder([r for r in repairs
+                                     if not isinstance(r, (Absent, CFileEdit))]))
 
 
 def call_after_import(module, function):

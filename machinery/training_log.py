@@ -29,8 +29,9 @@ plot_training.py) sees whole lines, except perhaps a last one being written.
 
 An append cut short (a full disk, a kill) never makes the log unreadable: a
 run that finds the file without a newline at its end starts on a new line,
-and the readers skip a cut line (an event's beginning that is not JSON),
-with one warning.
+and the readers skip a cut line (an event's beginning that is not JSON, at
+the log's end or followed by the next run's ``start``), with one warning;
+any other line that is not an event is an error that names it.
 """
 import json
 import math
@@ -41,7 +42,7 @@ import time
 
 from machinery.cli import CommandError
 from machinery.model_io import write_error
-from machinery.text_io import InputError, check_readable, decode_line
+from machinery.text_io import InputError, check_readable
 
 STOP_REASONS = ('finish_after', 'max_epochs', 'early_stop', 'bleu_early_stop',
                 'stop_file', 'signal', 'nan_cost')
@@ -116,47 +117,98 @@ def _plain(value):
 
 def read_training_log(path):
     """The events of a training log, in order (InputError for a missing
-    file, or a line that is not an event, naming the file and the line).
-    A last line without its newline was cut short: skipped, with a warning."""
+    file, or for lines that are not events, naming the file and every such
+    line with its cause).  A line cut short by a full disk or a kill is
+    skipped, with a warning (LogReader)."""
     check_readable(path)
     reader = LogReader(path)
     events = reader.new_events()
-    reader.skip_rest()
-    return events
+    return events + reader.skip_rest()
+
+
+def readable_events(path):
+    """The events of a training log that can be read (none without the
+    file): lines that are not events are passed over, without a word."""
+    reader = LogReader(path, quiet=True)
+    return reader.new_events() + reader.skip_rest()
+
+
+def last_update(path):
+    """The highest update number among a log's readable events (0 without)."""
+    return max([e['uidx'] for e in readable_events(path)] or [0])
+
+
+# the fields of the events that hold a figure: a number, or null (a
+# non-finite number, as the writer keeps it)
+FIGURE_FIELDS = ('cost', 'cost_per_word', 'bleu', 'valid_cost')
 
 
 class LogReader(object):
     """Reads a training log as it grows: ``new_events()`` returns the events
     of the whole lines written since the last call (a last line without its
     newline is being written: it waits for the next call).  No file yet: no
-    events.  A line cut short by a full disk or a kill (the beginning of an
-    event, not JSON) is skipped, with one warning line on stderr."""
+    events.
 
-    def __init__(self, path):
-        self.path, self.offset, self.lines_read = path, 0, 0
+    A line cut short by a full disk or a kill (the beginning of an event,
+    not JSON) is the log's last line, or the next run, which starts on a
+    new line, follows it with its ``start`` event: such a line is skipped
+    with one warning on stderr (a cut line at the end of what is there so
+    far waits for the next call, or ``skip_rest``).  Any other line that is
+    not an event (an event has an ``event`` name, an integer ``uidx``, and
+    numbers in its FIGURE_FIELDS) is an InputError that names every such
+    line and its cause.  ``quiet``: such lines are passed over without a
+    word."""
+
+    def __init__(self, path, quiet=False):
+        self.path, self.quiet = path, quiet
+        self.offset, self.lines_read = 0, 0
 
     def new_events(self):
         data = self._unread()
-        whole = data[:data.rfind(b'\n') + 1]
-        self.offset += len(whole)
-        events, cut = [], []
-        for raw in whole.split(b'\n')[:-1]:
-            event = self._event(raw)
-            if event is None:
-                cut.append(self.lines_read)
-            else:
-                events.append(event)
-        self._warn_cut(cut)
-        return events
+        lines = data[:data.rfind(b'\n') + 1].split(b'\n')[:-1]
+        parsed = [_parse_line(raw) for raw in lines]
+        while parsed and parsed[-1][0] is _CUT:       # wait for what follows
+            parsed.pop()
+        self.offset += sum(len(raw) + 1 for raw in lines[:len(parsed)])
+        return self._events(parsed, at_the_end=False)
 
     def skip_rest(self):
-        """The end of a finished log: a last line without its newline was
-        cut short; skip it, with a warning."""
-        rest = self._unread()
-        if rest.strip():
-            self.offset += len(rest)
-            self.lines_read += 1
-            self._warn_cut([self.lines_read])
+        """The end of a finished log: the events of the lines that
+        ``new_events`` held back; cut lines at the end are skipped, with a
+        warning."""
+        data = self._unread()
+        self.offset += len(data)
+        lines = data.split(b'\n')
+        if lines and not lines[-1].strip():
+            lines.pop()
+        return self._events([_parse_line(raw) for raw in lines], at_the_end=True)
+
+    def _events(self, parsed, at_the_end):
+        """The events of ``parsed`` lines ((event or _CUT or None, cause)),
+        numbered from lines_read + 1; a run of cut lines is cut short when
+        a start event follows it, or the end of the log (``at_the_end``)."""
+        events, cut, bad = [], [], []
+        pending = []
+        first = self.lines_read + 1
+        for number, (event, cause) in enumerate(parsed, first):
+            if event is _CUT:
+                pending.append((number, cause))
+                continue
+            if pending:
+                (cut if event is not None and event['event'] == 'start' else bad).extend(
+                    pending)
+                pending = []
+            if event is None:
+                bad.append((number, cause))
+            else:
+                events.append(event)
+        (cut if at_the_end else bad).extend(pending)
+        self.lines_read += len(parsed)
+        if not self.quiet:
+            self._warn_cut([n for n, _ in cut])
+            if bad:
+                raise InputError(_bad_lines_message(self.path, bad))
+        return events
 
     def _unread(self):
         try:
@@ -168,22 +220,60 @@ class LogReader(object):
         except OSError as e:
             raise InputError('%s: cannot read: %s' % (self.path, e.strerror))
 
-    def _event(self, raw):
-        """The event of a line, None for a line cut short."""
-        self.lines_read += 1
-        try:
-            event = json.loads(decode_line(raw, self.path, self.lines_read))
-        except ValueError:
-            if raw.startswith(b'{'):
-                return None
-            event = None
-        if not isinstance(event, dict) or 'event' not in event:
-            raise InputError('%s: line %d is not an event of a training log'
-                             % (self.path, self.lines_read))
-        return event
-
     def _warn_cut(self, numbers):
         if numbers:
             print('warning: %s: line%s %s cut short (an append interrupted by a full disk '
                   'or a kill): skipped' % (self.path, 's' if len(numbers) > 1 else '',
                                            ', '.join(map(str, numbers))), file=sys.stderr)
+
+
+_CUT = object()   # a line that begins as an event does and is not JSON
+
+
+def _parse_line(raw):
+    """(event, None) for a line that is an event; (_CUT, 'not JSON') for
+    the beginning of one; (None, cause) for another line."""
+    try:
+        value = json.loads(raw.decode('utf-8'))
+    except UnicodeDecodeError:
+        return None, 'not UTF-8 text'
+    except ValueError:
+        return (_CUT if raw.startswith(b'{') else None), 'not JSON'
+    if not isinstance(value, dict) or not isinstance(value.get('event'), str):
+        return None, 'no event name' if isinstance(value, dict) else 'not a JSON object'
+    uidx = value.get('uidx')
+    if 'uidx' not in value:
+        return None, 'no uidx'
+    if isinstance(uidx, bool) or not isinstance(uidx, int):
+        return None, 'uidx %s is not an update number' % json.dumps(uidx)
+    for field in FIGURE_FIELDS:
+        figure = value.get(field)
+        if isinstance(figure, bool) or not isinstance(figure, (int, float, type(None))):
+            return None, '%s %s is not a number' % (field, json.dumps(figure))
+    return value, None
+
+
+def _bad_lines_message(path, bad):
+    """One line naming every line of ``bad`` ((number, cause)), grouped by
+    cause, consecutive numbers as ranges."""
+    if len(bad) == 1:
+        return '%s: line %d is not an event of a training log: %s' % (path, bad[0][0],
+                                                                      bad[0][1])
+    causes = {}
+    for number, cause in bad:
+        causes.setdefault(cause, []).append(number)
+    return '%s: %d lines are not events of a training log: %s' % (
+        path, len(bad), '; '.join('%s: %s' % (_line_numbers(numbers), cause)
+                                  for cause, numbers in causes.items()))
+
+
+def _line_numbers(numbers):
+    """'line 3', 'lines 3, 5-9'."""
+    ranges = []
+    for n in numbers:
+        if ranges and ranges[-1][1] == n - 1:
+            ranges[-1][1] = n
+        else:
+            ranges.append([n, n])
+    text = ', '.join('%d' % a if a == b else '%d-%d' % (a, b) for a, b in ranges)
+    return ('line ' if len(numbers) == 1 else 'lines ') + text

@@ -14,9 +14,11 @@ import os
 import sys
 from collections import OrderedDict
 
-from machinery.model_io import check_model_kind, load_options
+from machinery import vocab
+from machinery.model_io import check_distinct, check_model_kind, load_options
 from machinery.text_io import InputError
-from machinery.training_state import resume_path
+from machinery.training_state import (SNAPSHOT, check_no_run, resume_path, run_files,
+                                      run_outputs, some_of)
 
 # flags whose name is not the option's
 FLAG_NAMES = {'saveto': 'model', 'reload_': 'reload', 'shuffle_each_epoch': 'no_shuffle'}
@@ -108,6 +110,9 @@ OPTION_HELP = {
     'overwrite': ('saving, resuming and display', 'no MODEL.iterN.npz copy at each save'),
     'reload_': ('saving, resuming and display',
                 'resume from MODEL (parameters, optimizer, counters, data position)'),
+    'restart': ('saving, resuming and display',
+                'start a new model where MODEL holds a run: its files are moved into a '
+                'folder beside it (MODEL.before-DATE-TIME), not deleted'),
     'reload_model_only': ('saving, resuming and display',
                           'with --reload: the parameters, update count and validation '
                           'history of MODEL alone, the optimizer and the data position '
@@ -121,7 +126,8 @@ OPTION_HELP = {
 # and what it prints (the others change what it computes)
 # (and the model's path: a model moves with its files)
 RUN_LENGTH_AND_DISPLAY = ('saveto', 'reload_', 'finish_after', 'max_epochs', 'dispFreq',
-                          'sampleFreq', 'saveFreq', 'overwrite', 'reload_model_only')
+                          'sampleFreq', 'saveFreq', 'overwrite', 'reload_model_only',
+                          'restart')
 
 
 # dl4mt's noise stream: MRG_RandomStream(1234), whatever the run's seed
@@ -204,42 +210,96 @@ class OptionTable(object):
         which, when ``--reload`` finds the model file, the architecture
         options come from the saved model (a different value ``given`` on the
         command line is ignored with a warning), and a warning names every
-        other setting that differs from the saved run's.  ``fill``
-        completes saved options."""
+        other setting that differs from the saved run's (the dictionaries'
+        contents are compared instead of their paths where the model
+        recorded them: record_dictionaries).  ``fill`` completes saved
+        options.  Without ``--reload`` (or ``--restart``) a model that holds
+        a run is refused (training_state.check_no_run), and so is a model
+        whose files would be one of the run's inputs."""
         model_options = copy.copy(options)
-        reloading = bool(options['reload_']) and os.path.exists(options['saveto'])
-        if options['reload_'] and not reloading:
-            check_nothing_to_resume(options['saveto'])
-            print('--reload: no model file %s yet: a new model starts' % options['saveto'])
-        if not reloading:
+        saveto = options['saveto']
+        check_distinct(run_outputs(saveto), input_files(options))
+        if options['reload_'] and options['restart']:
+            raise InputError('--reload and --restart exclude each other: --reload continues '
+                             'the run on %s, --restart starts a new one' % saveto)
+        if not options['reload_']:
+            if not options['restart']:
+                check_no_run(saveto)
             return model_options, False
-        saved = load_options(options['saveto'])
-        check_model_kind(options['saveto'], saved, self.kind)
+        if not os.path.exists(saveto):
+            check_nothing_to_resume(saveto)
+            print('--reload: no model file %s yet: a new model starts' % saveto)
+            return model_options, False
+        saved = load_options(saveto)
+        check_model_kind(saveto, saved, self.kind)
         saved = fill(saved)
         for key in self.architecture:
             if key in given and given[key] != saved[key]:
                 warn('--%s %s ignored: the reloaded model has %s'
                      % (key, given[key], saved[key]))
             model_options[key] = saved[key]
+        model_options[DIGESTS] = saved.get(DIGESTS)
+        compared = RUN_LENGTH_AND_DISPLAY + (DICTIONARY_PATHS if saved.get(DIGESTS) else ())
         changed = ['%s %s -> %s' % (key, _text(saved[key]), _text(options[key]))
                    for key in self.defaults
-                   if key not in self.architecture and key not in RUN_LENGTH_AND_DISPLAY
+                   if key not in self.architecture and key not in compared
                    and key in saved and _plain(saved[key]) != _plain(options[key])]
         if changed:
             warn('--reload with training settings other than those of %s: %s'
-                 % (options['saveto'], '; '.join(changed)))
+                 % (saveto, '; '.join(changed)))
         return model_options, True
 
 
+# the model options' digests of the dictionaries' contents, and the options
+# that name the dictionaries (nmt.py's, language_model/lm.py's)
+DIGESTS = 'dictionary_digests'
+DICTIONARY_PATHS = ('dictionaries', 'dictionary')
+
+
+def record_dictionaries(model_options, dictionaries, paths, reloading):
+    """Keep a digest of each dictionary's contents (vocab.dictionary_digest)
+    in ``model_options``; when ``reloading``, InputError naming the first of
+    ``paths`` whose words or ids are not those the model recorded (a
+    dictionary may move, not change).  A model saved before the digests
+    were recorded reloads without the check, with one line that says so."""
+    digests = [vocab.dictionary_digest(d) for d in dictionaries]
+    recorded = model_options.get(DIGESTS)
+    if reloading and recorded is None:
+        print('--reload: %s records no digest of its dictionaries (an older file): their '
+              'contents are not compared; this run records them' % model_options['saveto'])
+    elif reloading:
+        for path, digest, trained in zip(paths, digests, recorded):
+            if digest != trained:
+                raise InputError('%s: not the dictionary that %s was trained with (its words '
+                                 'or ids differ): --reload needs the run\'s dictionaries'
+                                 % (path, model_options['saveto']))
+    model_options[DIGESTS] = digests
+
+
+# the options that name input files (nmt.py's, language_model/lm.py's)
+FILE_OPTIONS = ('datasets', 'valid_datasets', 'dictionaries', 'bleu_valid_ref', 'dataset',
+                'valid_dataset', 'dictionary')
+
+
+def input_files(options):
+    """The paths of the files that a run's ``options`` name as its inputs."""
+    paths = []
+    for key in FILE_OPTIONS:
+        value = options.get(key)
+        paths.extend([value] if isinstance(value, str) else value or [])
+    return paths
+
+
 def check_nothing_to_resume(saveto):
-    """InputError when ``saveto`` is missing but its resume file is there:
-    --reload cannot resume it (the architecture is in the model's files),
-    and a new run would write over it."""
-    resume = resume_path(saveto)
-    if os.path.exists(resume):
-        raise InputError('%s: no such model file, but its resume file %s is there: '
-                         '--reload needs both (put the model file back; to start a new '
-                         'model, remove or move %s)' % (saveto, resume, resume))
+    """InputError when ``saveto`` is missing but its resume file or a
+    snapshot is there: --reload cannot resume them (the architecture is in
+    the model's files), and a new run would write over them."""
+    there = [p for p in run_files(saveto) if p == resume_path(saveto) or SNAPSHOT.search(p)]
+    if there:
+        raise InputError('%s: no such model file, but %s of its run %s there: --reload '
+                         'needs the model file (put it back; --restart moves the run\'s '
+                         'files aside and starts a new model)'
+                         % (saveto, some_of(there), 'are' if len(there) > 1 else 'is'))
 
 
 def warn(message):

@@ -17,14 +17,19 @@ The resume file is written first, so a kill between the two leaves a resume
 file at least as new as the model file, and a resume file older than the
 model file (the model was trained further by other code) is ignored.
 """
+import itertools
 import os
+import re
 import sys
+import time
 from collections import OrderedDict
 
 import numpy
 
-from machinery.model_io import Archive, atomic_savez, save_options, load_archive_extras
+from machinery.model_io import (Archive, atomic_savez, file_identity, load_archive_extras,
+                                save_options, write_error)
 from machinery.text_io import InputError
+from machinery.training_log import last_update, log_path
 
 
 class TrainingState(object):
@@ -94,6 +99,103 @@ def resume_path(saveto):
 def with_suffix(saveto, suffix):
     """model.npz -> model.SUFFIX.npz (the snapshots: iterN, best_bleu, current)"""
     return '%s.%s.npz' % (os.path.splitext(saveto)[0], suffix)
+
+
+def checkpoint_names(model):
+    """Regular expressions of the names of the files that a run on the
+    model file named ``model`` writes at a checkpoint: the model file, its
+    resume file, its snapshots (MODEL.iterN.npz, .best_bleu, .current);
+    each has its options beside it (.pkl, .json), but the resume file."""
+    snapshots = [re.escape(with_suffix(model, suffix)).replace('@', '[0-9]+')
+                 for suffix in ('iter@', 'best_bleu', 'current')]
+    return [re.escape(model), re.escape(resume_path(model))] + snapshots
+
+
+def run_files(saveto):
+    """The paths of the files of the run on ``saveto`` that are there: the
+    checkpoint's files and their options, the training log, and the
+    dictionary that language_model/lm.py builds for a model
+    (MODEL.dict.pkl/.json)."""
+    folder = os.path.dirname(os.path.abspath(saveto))
+    model = os.path.basename(saveto)
+    written = checkpoint_names(model) + [re.escape(model + '.dict')]
+    pattern = re.compile(r'(?:(?:%s)(?:\.pkl|\.json)?|%s)$'
+                         % ('|'.join(written), re.escape(log_path(model))))
+    there = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    return [os.path.join(os.path.dirname(saveto), name) for name in there
+            if pattern.match(name) and os.path.isfile(os.path.join(folder, name))]
+
+
+def run_outputs(saveto):
+    """The paths that a run on ``saveto`` writes at every checkpoint, and
+    its log."""
+    return [saveto, saveto + '.pkl', saveto + '.json', resume_path(saveto), log_path(saveto)]
+
+
+def held_run(saveto):
+    """What of a training run ``saveto`` holds, in words ('' when nothing):
+    its model file (and update), resume file, snapshots, a training log
+    with updates in it."""
+    held = []
+    if os.path.isfile(saveto):
+        held.append(_model_file_text(saveto))
+    if os.path.isfile(resume_path(saveto)):
+        held.append(resume_path(saveto))
+    snapshots = [p for p in run_files(saveto) if SNAPSHOT.search(p)]
+    if snapshots:
+        held.append(some_of(snapshots))
+    logged = last_update(log_path(saveto))
+    if logged > 0:
+        held.append('%s to update %d' % (log_path(saveto), logged))
+    return ', '.join(held)
+
+
+SNAPSHOT = re.compile(r'\.(iter[0-9]+|best_bleu|current)\.npz$')
+
+
+def some_of(paths):
+    """'A', or 'A and N more' of a list of paths."""
+    return paths[0] + (' and %d more' % (len(paths) - 1) if len(paths) > 1 else '')
+
+
+def _model_file_text(saveto):
+    try:
+        return '%s at update %d' % (saveto, load_archive_extras(saveto)['uidx'])
+    except InputError:   # a damaged model file is a run's too
+        return '%s (unreadable)' % saveto
+
+
+def check_no_run(saveto):
+    """InputError when ``saveto`` holds a training run: a run started
+    without --reload would write over it."""
+    held = held_run(saveto)
+    if held:
+        raise InputError('%s: holds a training run (%s): --reload continues it; --restart '
+                         'moves its files aside and starts a new one' % (saveto, held))
+
+
+def set_aside(saveto, keep=()):
+    """Move the files of the run on ``saveto`` (run_files), but those of
+    ``keep`` (the new run's inputs, by identity), into a new folder beside
+    them named after the model and the time; returns (folder, files moved),
+    or (None, 0) when there is nothing to move."""
+    kept = set(file_identity(p) for p in keep)
+    files = [p for p in run_files(saveto) if file_identity(p) not in kept]
+    if not files:
+        return None, 0
+    stamp = time.strftime('%Y%m%d-%H%M%S')
+    folder = '%s.before-%s' % (saveto, stamp)
+    for n in itertools.count(2):
+        try:
+            os.mkdir(folder)
+            break
+        except FileExistsError:
+            folder = '%s.before-%s-%d' % (saveto, stamp, n)
+        except OSError as e:
+            raise write_error(folder, e) from None
+    for path in files:
+        os.rename(path, os.path.join(folder, os.path.basename(path)))
+    return folder, len(files)
 
 
 def save_model(path, params, history_errs, uidx, options):

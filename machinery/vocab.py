@@ -4,9 +4,13 @@ The one mapping the whole project uses: a word missing from the dictionary,
 or whose id is ``>= n_words`` when ``n_words > 0``, becomes 1 (UNK), as the
 original iterator and translate.py do; eos is 0.
 """
+import hashlib
+import numbers
 import re
 
 import numpy
+
+from machinery.text_io import InputError
 
 EOS, UNK = 0, 1
 # the words that may hold ids 0 and 1 (build_dictionary.py writes eos, UNK)
@@ -45,18 +49,35 @@ def sentence_ids(line, word_dict, n_words=-1):
     return words_to_ids(words(line), word_dict, n_words) + [EOS]
 
 
-def special_ids_warning(word_dict, path):
-    """One warning line when ordinary words hold ids 0 and 1, which the model
-    reads as the end of a sentence and an unknown word (a dictionary of
-    another tool, numbered from 0); None for a dictionary as
-    build_dictionary.py writes it."""
-    wrong = ['%d is %r' % (i, w) for w, i in word_dict.items()
-             if (i == EOS and w not in EOS_WORDS) or (i == UNK and w not in UNK_WORDS)]
-    if not wrong:
-        return None
-    return ('warning: %s: id %s, not eos and UNK: the model reads ids 0 and 1 as the end '
-            'of a sentence and an unknown word (build_dictionary.py numbers the words from '
-            '2)' % (path, ' and '.join(sorted(wrong))))
+def check_dictionary(word_dict, path):
+    """InputError naming ``path`` and the first offending entry unless every
+    id is a non-negative integer held by one word alone, and ids 0 and 1,
+    which the model reads as the end of a sentence and an unknown word, are
+    eos and UNK (or free)."""
+    holders = {}
+    for word, idx in word_dict.items():
+        if isinstance(idx, bool) or not isinstance(idx, numbers.Integral):
+            raise InputError('%s: %r has the id %r, not an integer' % (path, word, idx))
+        if idx < 0:
+            raise InputError('%s: %r has the id %d, a negative one' % (path, word, idx))
+        if int(idx) in holders:
+            raise InputError('%s: %r and %r have the same id, %d'
+                             % (path, holders[int(idx)], word, idx))
+        holders[int(idx)] = word
+    for idx, names, meaning in ((EOS, EOS_WORDS, 'the end of a sentence (eos)'),
+                                (UNK, UNK_WORDS, 'an unknown word (UNK)')):
+        if idx in holders and holders[idx] not in names:
+            raise InputError('%s: id %d is %r, but the model reads id %d as %s '
+                             '(build_dictionary.py numbers the words from 2)'
+                             % (path, idx, holders[idx], idx, meaning))
+
+
+def dictionary_digest(word_dict):
+    """A digest of a dictionary's contents (its words and their ids, in
+    any order, from .pkl or .json alike): what a model records of the
+    dictionaries it was trained with."""
+    lines = sorted('%d\t%s\n' % (int(i), w) for w, i in word_dict.items())
+    return hashlib.sha256(''.join(lines).encode('utf-8')).hexdigest()
 
 
 def invert_dictionary(word_to_id):

@@ -341,11 +341,14 @@ def prepare_sets(args, paths, keep_tok):
     are outputs (SET.tok.LANG)."""
     counts = check_inputs(args, paths)
     langs = (args.src_lang, args.trg_lang)
+    outputs = output_names(args, paths, langs, keep_tok)
+    model_io.check_distinct([os.path.join(args.out, name) for name in outputs],
+                            [path for files in paths.values() for path in files.values()])
     os.makedirs(args.out, exist_ok=True)
     stage = tempfile.mkdtemp(prefix='.preprocess-', dir=args.out)
     try:
         with cli.sigterm_interrupts():    # SIGTERM too removes the stage
-            outputs = _prepare_in(stage, args, paths, counts, langs, keep_tok)
+            _prepare_in(stage, args, paths, counts, langs, keep_tok)
         # everything succeeded: give the outputs their final names
         for name in outputs:
             os.replace(os.path.join(stage, name), os.path.join(args.out, name))
@@ -354,11 +357,25 @@ def prepare_sets(args, paths, keep_tok):
     _progress('done: %s' % ', '.join(sorted(outputs)))
 
 
+def output_names(args, paths, langs, keep_tok):
+    """The names of the files that prepare writes into --out (_prepare_in
+    writes them into its stage)."""
+    truecased = [lang for lang in langs if not (is_zh(lang) or args.lowercase)]
+    names = ['truecase-model.%s' % lang for lang in truecased]
+    names += ['%s.tok.%s' % (name, lang) for name in keep_tok for lang in langs]
+    names += ['bpe.codes'] if args.joint_bpe else ['bpe.codes.%s' % l for l in langs]
+    if args.bpe_vocabulary_threshold is not None:
+        names += ['bpe.vocab.%s' % lang for lang in langs]
+    names += ['%s.bpe.%s' % (name, lang) for lang in langs for name in paths]
+    names += ['train.bpe.%s%s' % (lang, ext) for lang in langs for ext in ('.pkl', '.json')]
+    return names + [CONFIG_NAME]
+
+
 def _prepare_in(stage, args, paths, counts, langs, keep_tok):
+    """Every output of output_names, written into the folder ``stage``."""
     def tmp(name):
         return os.path.join(stage, name)
 
-    outputs = []
     # 1. tokenise
     for lang in langs:
         start = functools.partial(Tokenizer, lang, **tokenizer_options(args))
@@ -383,7 +400,6 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
             tc.train((l.split() for l in iter_lines(tmp('train.rawtok.%s' % lang))),
                      save_to=tmp(model))
             truecase = Truecaser(tmp(model))
-            outputs.append(model)
         counter = Counter()
         for name in paths:
             src, dst = tmp('%s.rawtok.%s' % (name, lang)), tmp('%s.tok.%s' % (name, lang))
@@ -397,7 +413,6 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
                          on_line=on_line)
             os.unlink(src)
         word_counts[lang] = counter
-    outputs += ['%s.tok.%s' % (name, lang) for name in keep_tok for lang in langs]
 
     # 3. BPE
     codes = {}
@@ -407,13 +422,11 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
             joint.update(word_counts[lang])
         _progress('learning %d joint BPE merges' % args.bpe_merges)
         learn_bpe(joint, args.bpe_merges, tmp('bpe.codes'))
-        outputs.append('bpe.codes')
         codes = {lang: 'bpe.codes' for lang in langs}
     else:
         for lang in langs:
             _progress('learning %d BPE merges for %s' % (args.bpe_merges, lang))
             learn_bpe(word_counts[lang], args.bpe_merges, tmp('bpe.codes.%s' % lang))
-            outputs.append('bpe.codes.%s' % lang)
             codes[lang] = 'bpe.codes.%s' % lang
     for lang in langs:
         vocabulary = None
@@ -422,13 +435,11 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
             vocabulary = bpe_vocabulary(tmp(codes[lang]), tmp('train.tok.%s' % lang),
                                         tmp('bpe.vocab.%s' % lang),
                                         args.bpe_vocabulary_threshold)
-            outputs.append('bpe.vocab.%s' % lang)
         bpe = Bpe(tmp(codes[lang]), vocabulary)
         for name in paths:
             _progress('applying BPE to %s.%s' % (name, lang))
             map_file(bpe, tmp('%s.tok.%s' % (name, lang)),
                      tmp('%s.bpe.%s' % (name, lang)), 'BPE %s.%s' % (name, lang))
-            outputs.append('%s.bpe.%s' % (name, lang))
 
     # 4. dictionaries
     dict_sizes = {}
@@ -436,7 +447,6 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
         base = 'train.bpe.%s' % lang
         word_to_id, full_size = vocabulary_dictionary(tmp(base), args.vocab)
         model_io.save_dictionary(word_to_id, tmp(base + '.pkl'), tmp(base + '.json'))
-        outputs += [base + '.pkl', base + '.json']
         dict_sizes[lang] = {'kept': len(word_to_id), 'types': full_size}
         _progress('dictionary %s: %d entries kept of %d (vocab %s)'
                   % (base, len(word_to_id), full_size, args.vocab or 'all'))
@@ -454,8 +464,6 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
         'inputs': paths,
     }
     model_io.write_json(tmp(CONFIG_NAME), config, indent=2, ensure_ascii=False)
-    outputs.append(CONFIG_NAME)
-    return outputs
 
 
 # --------------------------------------------------------------------------

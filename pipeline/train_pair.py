@@ -19,6 +19,11 @@ BPE and write MODEL_DIR/test.hyp.tok (tokenised), MODEL_DIR/test.hyp
 ``test.tok.TRG``; sacreBLEU against the raw test reference when preprocess
 recorded it).
 
+A MODEL_DIR that holds a run is taken up where it stands: an unfinished
+run is resumed (nmt.py ``--reload``, unless the extra flags give
+``--reload`` or ``--restart``), a trained one is translated and scored, and
+one with its bleu.json is left as it is (run_stage).
+
 ``--dry-run`` prints the commands (nmt.py's in full) and exits 0.
 ``--tiny`` is a one-minute CPU run with tiny dimensions (TINY_SETTINGS); when
 DATA_DIR holds no prepared data it first writes a toy corpus
@@ -37,6 +42,8 @@ from machinery import cli
 from machinery.model_io import load_json, write_json, write_text
 from pipeline.preprocess import BPE_MARKS
 from machinery.text_io import InputError, read_lines
+from machinery.training_log import log_path, readable_events
+from machinery.training_state import held_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the project's root
 
@@ -186,8 +193,33 @@ def data_commands(args, data):
     return raw, gen, prep
 
 
-def nmt_command(args, data, n_words):
-    model = os.path.join(args.model_dir, 'model.npz')
+def model_path(args):
+    return os.path.join(args.model_dir, 'model.npz')
+
+
+def run_stage(args):
+    """Where MODEL_DIR stands: 'scored' (bleu.json written), 'trained' (the
+    training log ends with its end event), 'unfinished' (it holds a run:
+    training_state.held_run), or 'new'."""
+    model = model_path(args)
+    if os.path.exists(os.path.join(args.model_dir, 'bleu.json')):
+        return 'scored'
+    events = readable_events(log_path(model))
+    if os.path.exists(model) and events and events[-1]['event'] == 'end':
+        return 'trained'
+    return 'unfinished' if held_run(model) else 'new'
+
+
+def resume_flags(args, stage):
+    """--reload for a folder with an unfinished run, unless the extra flags
+    say what to do (--reload, --restart)."""
+    if stage != 'unfinished' or {'--reload', '--restart'} & set(args.extra):
+        return []
+    return ['--reload']
+
+
+def nmt_command(args, data, n_words, stage='new'):
+    model = model_path(args)
     settings = TINY_SETTINGS if args.tiny else PAPER_SETTINGS
     cmd = [sys.executable, os.path.join(ROOT, 'nmt.py'), '--model', model,
            '--datasets'] + list(data.train) + ['--dictionaries'] + list(data.dicts) + [
@@ -198,12 +230,12 @@ def nmt_command(args, data, n_words):
     cmd += ['--use_dropout']
     cmd += decoder_flags(args.decoder)
     cmd += ['--bleu_valid_ref', data.valid_ref, '--bleu_valid_postprocess', BPE_UNDO]
-    return cmd + list(args.extra)
+    return cmd + resume_flags(args, stage) + list(args.extra)
 
 
 def translate_command(args, data, hyp_bpe):
     return [sys.executable, os.path.join(ROOT, 'translate.py'), '-k', str(TEST_BEAM),
-            '-n', '-p', '1', os.path.join(args.model_dir, 'model.npz'),
+            '-n', '-p', '1', model_path(args),
             data.dicts[0], data.dicts[1], data.test_src, hyp_bpe]
 
 
@@ -264,8 +296,12 @@ def main(argv=None):
 def train_and_score(args):
     data = Data(args.data_dir, args.src_lang, args.trg_lang)
     need_data = args.tiny and not os.path.exists(data.train[0])
+    stage = run_stage(args)
     if args.dry_run:
-        return dry_run(args, data, need_data)
+        return dry_run(args, data, need_data, stage)
+    if stage == 'scored':
+        print(stage_note(args, stage))
+        return
     if need_data:
         make_tiny_data(args, data)
     missing = data.missing()
@@ -274,13 +310,38 @@ def train_and_score(args):
                          'prepare first)' % missing[0])
     n_words = data.dictionary_sizes() if args.tiny else [args.vocab, args.vocab]
     os.makedirs(args.model_dir, exist_ok=True)
-    cmd = nmt_command(args, data, n_words)
-    write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
-    run(cmd)
+    if stage_note(args, stage):
+        print(stage_note(args, stage), file=sys.stderr)
+    if stage != 'trained':
+        cmd = nmt_command(args, data, n_words, stage)
+        write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
+        run(cmd)
     final_evaluation(args, data)
 
 
-def dry_run(args, data, need_data):
+# what train_and_score says of a MODEL_DIR that holds a run
+STAGE_NOTES = {
+    'scored': '%s: finished already (its bleu.json is written): nothing to do; to train '
+              'again, give another MODEL_DIR',
+    'trained': '%s: trained already (its training log ends the run): translating and '
+               'scoring the test set',
+    'unfinished': '%s: an unfinished run: nmt.py --reload continues it',
+}
+
+
+def stage_note(args, stage):
+    """The line that says what is done with MODEL_DIR's ``stage`` (None for
+    a new one, or when the extra flags say what to do with a run)."""
+    if stage not in STAGE_NOTES or (stage == 'unfinished' and not resume_flags(args, stage)):
+        return None
+    return STAGE_NOTES[stage] % (args.model_dir if stage == 'scored' else model_path(args))
+
+
+def dry_run(args, data, need_data, stage):
+    if stage_note(args, stage):
+        print('# ' + stage_note(args, stage))
+    if stage == 'scored':
+        return
     if need_data:
         raw, gen, prep = data_commands(args, data)
         print('# make toy data (DATA_DIR has none)')
@@ -296,8 +357,9 @@ def dry_run(args, data, need_data):
         missing = data.missing()
         if missing:
             print('note: %s does not exist yet' % missing[0], file=sys.stderr)
-    print('# train')
-    print(_q(nmt_command(args, data, n_words)))
+    if stage != 'trained':
+        print('# train')
+        print(_q(nmt_command(args, data, n_words, stage)))
     print('# test: translate, undo BPE, score into %s'
           % os.path.join(args.model_dir, 'bleu.json'))
     print(_q(translate_command(args, data,

@@ -102,7 +102,6 @@ from machinery.progress import seconds_left
 import contextlib
 import json
 import multiprocessing
-import platform
 import resource
 import subprocess
 import time
@@ -173,27 +172,26 @@ def reported_options(options):
 
 
 def machine_info():
+    """The machine as machine.description() records it (CPU, its maker and
+    vector unit, the BLAS and its kernels; docs/speed.md reports Intel and
+    AMD apart), with the GPU and the load."""
     import theano
     try:
         load = [round(v, 2) for v in os.getloadavg()]
     except OSError:
         load = None
-    return OrderedDict([
-        ('cpu', machine.cpu_model()), ('cores', os.cpu_count()),
-        ('blas', theano.config.blas__ldflags),
+    info = machine.description()
+    info.update([
         # OpenBLAS's kernels where theano_env (or the user) named them
         ('openblas_coretype', os.environ.get('OPENBLAS_CORETYPE')),
-        ('blas_kernels', machine.openblas_kernels(theano.config.blas__ldflags)),
-        ('theano_device', theano.config.device),
         ('gpu', gpu_name()),
         # the caching allocator keeps what was allocated: about the peak
         ('gpu_mem_used_mib', gpu_mem_used_mib()),
         ('floatX', theano.config.floatX),
         ('allow_gc_flag', bool(theano.config.allow_gc)),
-        ('python', platform.python_version()),
-        ('numpy', numpy.__version__), ('theano', theano.__version__),
         ('loadavg_at_end', load),
     ])
+    return info
 
 
 def gpu_name():
@@ -579,6 +577,7 @@ def compare_with_marian(options, batches, rates, threads):
     for label, by_mode in ratios.items():
         log('%s: %s' % (label, ', '.join('%.2fx Marian %s' % (r, m) for m, r in by_mode.items())))
     return OrderedDict([('marian', figures), ('marian_threads', threads),
+                        ('marian_blas', marian.marian_blas(exe)),
                         ('ratio_to_marian_words_per_sec', ratios)])
 
 
@@ -938,6 +937,7 @@ def run_one(args):
                                  args.batch_size, args.processes, profile=args.profile)
     result['seed'] = args.seed
     result['machine'] = machine_info()
+    log('machine: %s' % machine.summary(result['machine']))
     return result
 
 

@@ -67,6 +67,25 @@ def marian_command(env_dir=ENV_DIR, install=True):
     return exe
 
 
+def marian_blas(exe):
+    """The BLAS Marian computes with: the pymarian wheel links Intel's MKL
+    into its extension module (no library of its own to name), which this
+    finds by MKL's service symbols in that file; 'unknown' otherwise.  MKL
+    picks slower code paths on AMD's CPUs, so Marian's figures, and the
+    ratios to them, depend on the CPU's maker (docs/speed.md)."""
+    import glob
+    env = os.path.dirname(os.path.dirname(exe))
+    modules = glob.glob(os.path.join(env, 'lib', 'python*', 'site-packages', '_pymarian*.so'))
+    for module in modules:
+        with open(module, 'rb') as f:
+            tail = b''
+            for block in iter(lambda: f.read(1 << 24), b''):
+                if b'mkl_serv_' in tail + block:
+                    return 'Intel MKL (linked into the pymarian wheel)'
+                tail = block[-16:]
+    return 'unknown'
+
+
 def write_vocabulary(path, n_words):
     """Marian's YAML vocabulary for ids 0..n_words-1: our dictionaries' eos
     and UNK (0, 1) under Marian's names, then one made-up word an id."""

@@ -1,10 +1,12 @@
 """What the test files share: the repository's root, running one of its
-commands, and the check of a command's one error line (docs/training.md#exit-statuses).
+commands (with the signals at their defaults), and the check of a command's
+one error line (docs/training.md#exit-statuses).
 
 conftest.py puts this folder on sys.path, so a test file imports it as
 ``from helpers import ROOT, run_command, error_line``.
 """
 import os
+import signal
 import subprocess
 import sys
 
@@ -13,12 +15,21 @@ ROOT = os.path.dirname(HERE)
 PY = sys.executable
 
 
+def default_signals():
+    """The ``preexec_fn`` of every command a test starts: SIGINT and SIGTERM
+    at their defaults in the child, however the tests were started (a shell
+    starts a background job, ``cmd &``, and nohup with SIGINT ignored, which
+    a child inherits: a command would then not stop at Ctrl-C)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def run_command(script, args=(), cwd=None, check=False, timeout=900, env=None, python=True):
     """Runs ROOT/script (with this Python unless python=False) with ``args``;
     with check, an AssertionError that shows its output unless it exits 0."""
     cmd = ([PY] if python else []) + [os.path.join(ROOT, script)] + [str(a) for a in args]
     proc = subprocess.run(cmd, cwd=None if cwd is None else str(cwd), capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=env, preexec_fn=default_signals)
     if check and proc.returncode != 0:
         raise AssertionError('%s %s failed (exit status %d):\n%s\n%s'
                              % (script, ' '.join(map(str, args)), proc.returncode,

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                 os.path.dirname(os.path.abspath(__file__))]
@@ -23,10 +24,11 @@ sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 def _numpy_as_newer_releases():
     """What numpy 1.24 and later lack, taken away before Theano is imported
-    (probes numpy_aliases, no_numpy_distutils): the aliases numpy.bool,
-    numpy.complex and numpy.int, which numpy 1.24 removed, and
-    numpy.distutils, which numpy 1.26 does not ship for Python 3.12.  On the
-    numpy that lacks them already, nothing changes."""
+    (probes numpy_aliases, no_numpy_distutils, numpy2_names): the aliases
+    numpy.bool, numpy.complex and numpy.int, which numpy 1.24 removed,
+    numpy.distutils, which numpy 1.26 does not ship for Python 3.12, and
+    numpy.product, numpy.cast and numpy.sctype2char, which numpy 2 removed.
+    On the numpy that lacks them already, nothing changes."""
     import numpy
     if 'numpy_aliases' in sys.argv:
         former = getattr(numpy, '__getattr__', None)
@@ -39,6 +41,19 @@ def _numpy_as_newer_releases():
         numpy.__getattr__ = getattr_without_aliases
     if 'no_numpy_distutils' in sys.argv:
         sys.modules['numpy.distutils'] = None
+    if 'numpy2_names' in sys.argv:   # what NumPy 2 removed, with its message
+        import scipy.linalg  # noqa: F401  (scipy 1.10, numpy 1's, imports numpy.cast)
+        import scipy.sparse.linalg  # noqa: F401
+        former_getattr = getattr(numpy, '__getattr__', None)
+        removed = [name for name in ('product', 'cast', 'sctype2char')
+                   if vars(numpy).pop(name, None) is not None]
+        numpy.__all__ = [name for name in numpy.__all__ if name not in removed]
+
+        def getattr_as_numpy2(name):
+            if name in removed or former_getattr is None:
+                raise AttributeError('`np.%s` was removed in the NumPy 2.0 release' % name)
+            return former_getattr(name)
+        numpy.__getattr__ = getattr_as_numpy2
 
 
 _numpy_as_newer_releases()
@@ -112,13 +127,21 @@ def probe_whole_key_files():
         shutil.rmtree(folder)
 
 
+def theano_own_dot22_mode():
+    """The default mode without threaded_ops' optimizer: Theano's own Dot22,
+    whose C code the probes need, stays in the graph."""
+    return theano.compile.mode.get_default_mode().excluding('nmt_threaded_ops')
+
+
 def probe_props_less_ops_kept():
     """A module of an op without properties (Dot22) has a versioned key: the
     compile cache keeps it for the next process instead of compiling it again."""
     from theano.graph.fg import FunctionGraph
     from theano.link.c.basic import CLinker
     x, y = tensor.matrix('x'), tensor.matrix('y')
-    fn = theano.function([x, y], tensor.dot(x, y))
+    # Theano's own Dot22 (threaded_ops' optimizer would replace it)
+    mode = theano_own_dot22_mode()
+    fn = theano.function([x, y], tensor.dot(x, y), mode=mode)
     dot = [n for n in fn.maker.fgraph.toposort() if type(n.op).__name__ == 'Dot22']
     assert dot, 'no Dot22 in %s' % fn.maker.fgraph.toposort()
     inputs = [i.type() for i in dot[0].inputs]
@@ -261,9 +284,17 @@ def probe_scan_output_address():
     for _ in range(5):
         expect_close(fn(start), want)
         overheads.append((scan_op.t_call - scan_op.t_fn) / 20)
-    assert min(overheads) < 0.002, (
-        'scan spends %.1f ms a step outside its inner function with a 16 MB state: '
-        'it compares the outputs\' contents' % (1000 * min(overheads)))
+    # what one comparison of the state's contents costs here, now: the
+    # measure is a ratio, so that a loaded machine slows both alike
+    compares, same = [], start.copy()
+    for _ in range(3):
+        t0 = time.time()
+        assert memoryview(start) == memoryview(same)
+        compares.append(time.time() - t0)
+    assert min(overheads) < min(compares) / 4, (
+        'scan spends %.1f ms a step outside its inner function with a 16 MB state, '
+        'where comparing its contents takes %.1f ms: it compares the outputs\' contents'
+        % (1000 * min(overheads), 1000 * min(compares)))
 
 
 def probe_integer_max_min():
@@ -488,13 +519,18 @@ def probe_no_mpi_at_import():
 
 def probe_numpy_aliases():
     """On a numpy without numpy.bool, numpy.complex and numpy.int: a cast to
-    bool (the model's masks), a constant 1 that broadcasts and is folded
+    bool (the model's masks), the Python code of a complex number from two
+    reals, a constant 1 that broadcasts and is folded
     (get_scalar_constant_value), and theano.tensor.random."""
+    from theano.compile.mode import Mode
     x = tensor.vector('x')
     fn = theano.function([x], tensor.cast(x > 0.5, 'bool'))
     a = np.array([0.2, 0.7, 0.5, 0.9], dtype=theano.config.floatX)
     got = fn(a)
     assert got.dtype == np.bool_ and list(got) == [False, True, False, True], got
+    python_code = Mode(linker='py', optimizer=None)
+    got = theano.function([x], tensor.complex(x, 2 * x), mode=python_code)(a)
+    assert np.array_equal(got, a + 2j * a), got
     one = tensor.constant(1, dtype='int8')
     assert tensor.alloc(np.float32(0), one, 3).broadcastable == (True, False), \
         'an Alloc of the constant 1 does not broadcast: constants are not numbers'
@@ -508,6 +544,71 @@ def probe_no_numpy_distutils():
     a = RNG.rand(3, 4).astype(theano.config.floatX)
     expect_close(fn(a), np.tanh(a) * 2 + 1)
     assert fn.maker.linker.__class__.__name__ != 'PerformLinker'
+
+
+def probe_numpy2_names():
+    """On a numpy without numpy.product, numpy.cast and numpy.sctype2char
+    (NumPy 2): the gradient of arcsin, and the Python code of a product of
+    three terms and of a division of integers (constant folding's path)."""
+    from theano.compile.mode import Mode
+    x = tensor.vector('x')
+    grad = theano.grad(tensor.arcsin(x).sum(), x)
+    a = np.array([0.1, -0.5, 0.3], dtype=theano.config.floatX)
+    expect_close(theano.function([x], grad)(a), 1 / np.sqrt(1 - a.astype('float64') ** 2))
+    i, j = tensor.ivector('i'), tensor.ivector('j')
+    python_code = Mode(linker='py', optimizer=None)
+    fn = theano.function([x, i, j], [x * x * x, i / j], mode=python_code)
+    cube, quotient = fn(a, np.array([3, 7], 'int32'), np.array([2, 4], 'int32'))
+    expect_close(cube, a ** 3)
+    expect_close(quotient, [1.5, 1.75])
+
+
+def probe_numpy2_promotion():
+    """The Python code of MRG's uniform numbers (a function without C code)
+    gives those of its C code (which rounds to float32 once more: 1 ulp), on
+    a NumPy that types int32 & a Python int as int32 (NumPy 2, NEP 50:
+    numpy2_mrg_mask)."""
+    from theano.compile.mode import Mode
+    python_code = theano.function([], MRG_RandomStream(1234).uniform((7, 3), dtype='float32'),
+                                  mode=Mode(linker='py', optimizer=None))
+    c_code = theano.function([], MRG_RandomStream(1234).uniform((7, 3), dtype='float32'))
+    expect_close(python_code(), c_code(), rtol=1e-6)
+
+
+def probe_numpy2_c_api():
+    """C code that reads an array's item size, compiled against NumPy's
+    headers (NumPy 2 has no PyArray_Descr.elsize: numpy2_itemsize_*): a
+    DimShuffle that adds a broadcast dimension, Dot22 (BLAS), MRG's DotModulo
+    (the random streams' states); an increment of rows by a list of indices
+    with repeats (AdvancedIncSubtensor1, numpy2_inplace_increment); run by
+    the C virtual machine (numpy2_lazylinker)."""
+    from theano.link.c.cvm import CVM
+    from theano.sandbox import rng_mrg
+    x, y = tensor.matrix('x'), tensor.matrix('y')
+    # Theano's own Dot22, whose C code reads the item size (threaded_ops'
+    # optimizer would replace it by the project's op)
+    mode = theano_own_dot22_mode()
+    fn = theano.function([x, y], [tensor.dot(x, y), x.dimshuffle(0, 'x', 1) * 2], mode=mode)
+    assert isinstance(fn.fn, CVM), 'not run by the C virtual machine: %r' % fn.fn
+    assert 'Dot22' in [type(n.op).__name__ for n in fn.maker.fgraph.toposort()]
+    a, b = RNG.rand(3, 4).astype('float32'), RNG.rand(4, 2).astype('float32')
+    product, expanded = fn(a, b)
+    expect_close(product, a.dot(b))
+    expect_close(expanded, a[:, None, :] * 2)
+    state = np.array([12345, 12345, 12345, 12345, 12345, 12345], dtype='int32')
+    got = rng_mrg.multMatVect(state, rng_mrg.A1p72, rng_mrg.M1, rng_mrg.A2p72, rng_mrg.M2)
+    want = np.concatenate([rng_mrg.matVecModM(rng_mrg.A1p72, state[:3], rng_mrg.M1),
+                           rng_mrg.matVecModM(rng_mrg.A2p72, state[3:], rng_mrg.M2)])
+    assert np.array_equal(got, want), (got, want)
+    rows = tensor.lvector('rows')
+    fn = theano.function([x, y, rows], [tensor.inc_subtensor(x[rows], y),
+                                        tensor.set_subtensor(x[rows], y)])
+    b, index = RNG.rand(3, 4).astype('float32'), np.array([2, 0, 2])
+    added, replaced = a.copy(), a.copy()
+    np.add.at(added, index, b)
+    replaced[index] = b
+    got_added, got_replaced = fn(a, b, index)
+    assert np.array_equal(got_added, added) and np.array_equal(got_replaced, replaced)
 
 
 PROBES = {name[6:]: fn for name, fn in sorted(globals().items())

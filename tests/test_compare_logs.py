@@ -126,4 +126,86 @@ def test_bad_input_is_one_line(tmp_path, capsys, case):
                           universal_newlines=True)
     assert proc.stdout == ''
     error_line(proc, b if case == 'missing' else 'no update with a figure in both logs',
-               alone=True)
+               alone=True, status=2)
+
+
+def log_text(events):
+    return ''.join((e if isinstance(e, str) else json.dumps(e)) + '\n' for e in events)
+
+
+def test_a_log_of_several_runs_compares_its_last_or_the_one_named(tmp_path, capsys):
+    """A log that a new run without --reload appended to (two starts from
+    update 0): its last run is compared, and says so; --in-run 1 the first;
+    a third run that is not there is one line."""
+    a = write_log(tmp_path / 'a.jsonl', COSTS, VALIDS)
+    first = {**COSTS, 100: 2.0}
+    b = tmp_path / 'b.jsonl'
+    b.write_text(open(write_log(tmp_path / 'x.jsonl', first, VALIDS)).read()
+                 + open(write_log(tmp_path / 'y.jsonl', COSTS, VALIDS)).read())
+    status, out = compare(tmp_path, capsys, a, str(b))
+    assert status == 0 and out.out.splitlines()[0] == (
+        '%s: holds 2 runs (starts without --reload): run 2 is compared (--in-run K names '
+        'another)' % b)
+    assert out.out.splitlines()[-1].startswith('verdict: identical')
+    status, out = compare(tmp_path, capsys, a, str(b), '--in-run', '1')
+    assert status == 0 and 'batch cost:          3 in both,     2 the same' in out.out
+    status, out = compare(tmp_path, capsys, a, str(b), '--in-run', '3')
+    assert status == 2 and out.err == 'error: %s: holds 2 runs, not 3 (--in-run)\n' % b
+
+
+@pytest.mark.parametrize('bad', ['nan_cost', 'null_validation', 'nan_stop'])
+def test_nan_is_a_divergence(tmp_path, capsys, bad):
+    """A NaN cost (NaN in the log, or null: the writer's NaN), or a run that
+    stopped on a NaN cost: 'diverged', exit status 1."""
+    a = write_log(tmp_path / 'a.jsonl', COSTS, VALIDS)
+    b = tmp_path / 'b.jsonl'
+    if bad == 'nan_cost':
+        b.write_text(open(write_log(tmp_path / 'x.jsonl', {**COSTS, 200: 1.0},
+                                    VALIDS)).read().replace('1.0}', 'NaN}'))
+        line = "the run at update 200: its batch cost is nan"
+    elif bad == 'null_validation':
+        write_log(b, COSTS, {**VALIDS, 300: None})
+        line = 'the run at update 300: its validation cost is null (NaN or Inf)'
+    else:
+        write_log(b, COSTS, VALIDS)
+        with open(b, 'a') as f:
+            f.write(json.dumps({'event': 'stop', 'uidx': 301, 'reason': 'nan_cost'}) + '\n')
+        line = 'the run at update 301: the run stopped on a NaN or Inf cost'
+    status, out = compare(tmp_path, capsys, a, str(b))
+    assert status == 1 and 'nan ulps' not in out.out
+    assert out.out.splitlines()[-1] == 'verdict: diverged: ' + line
+
+
+def test_every_malformed_line_is_named(tmp_path):
+    """Lines that are not events (not JSON in the middle of a run, a cost
+    that is not a number, no uidx): one line naming each with its cause,
+    exit status 2; a line cut short in the middle is not taken for an
+    append cut short (that one is followed by the next run's start)."""
+    events = [{'event': 'start', 'uidx': 0}, {'event': 'update', 'uidx': 1, 'cost': 2.0},
+              '{"event": "update", "uidx": 2, "co', {'event': 'update', 'uidx': 3, 'cost': 'x'},
+              {'event': 'update', 'cost': 1.0}, {'event': 'update', 'uidx': 5, 'cost': 1.0},
+              '{"event": "upd', '{"event": "valid', {'event': 'update', 'uidx': 6, 'cost': 1.0}]
+    bad = tmp_path / 'bad.jsonl'
+    bad.write_text(log_text(events))
+    a = write_log(tmp_path / 'a.jsonl', COSTS, VALIDS)
+    proc = subprocess.run([PY, os.path.join(ROOT, 'analysis', 'compare_logs.py'), a, str(bad)],
+                          capture_output=True, text=True)
+    assert proc.stdout == ''
+    line = error_line(proc, status=2, alone=True)
+    assert line == ('error: %s: 5 lines are not events of a training log: lines 3, 7-8: not '
+                    'JSON; line 4: cost "x" is not a number; line 5: no uidx' % bad)
+    assert 'cut short' not in proc.stderr
+
+
+def test_a_line_cut_before_the_next_run_is_skipped(tmp_path, capsys):
+    """A line cut by a full disk, then the start of the run that resumed:
+    skipped with one warning, the rest compared."""
+    a = write_log(tmp_path / 'a.jsonl', COSTS, VALIDS)
+    b = tmp_path / 'b.jsonl'
+    text = open(write_log(tmp_path / 'x.jsonl', COSTS, VALIDS)).read().splitlines()
+    cut = text[:3] + ['{"event": "upd'] + [json.dumps({'event': 'start', 'uidx': 100,
+                                                        'reloaded': True})] + text[3:]
+    b.write_text('\n'.join(cut) + '\n')
+    status, out = compare(tmp_path, capsys, a, str(b))
+    assert status == 0 and out.err == ('warning: %s: line 4 cut short (an append interrupted '
+                                       'by a full disk or a kill): skipped\n' % b)

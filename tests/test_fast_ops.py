@@ -383,6 +383,65 @@ def test_adadelta_step_in_place_matches_the_reference(mode):
         assert sum(isinstance(o, fast_ops.AdadeltaStep) and o.inplace for o in ops) == 2
 
 
+def _adam_run(original, steps=3, clip_c=1.0):
+    """Three Adam updates (clipped to norm clip_c) of a small least-squares
+    problem, built with the C ops or Theano's graph: the parameters and the
+    accumulators after each, and the compiled functions."""
+    from collections import OrderedDict
+    import optimizers
+    rng = np.random.RandomState(1)
+    tparams = OrderedDict((k, theano.shared(v, name=k)) for k, v in (
+        ('A', rng.randn(3, 4).astype('float32')), ('b', rng.randn(4).astype('float32'))))
+    X, Y = tensor.matrix('X'), tensor.matrix('Y')
+    cost = 0.5 * ((tensor.dot(X, tparams['A']) + tparams['b'] - Y) ** 2).sum()
+    state = OrderedDict()
+    with (fast_ops.original_graph() if original else contextlib.nullcontext()):
+        grads = optimizers.clip_gradients(tensor.grad(cost, list(tparams.values())), clip_c)
+        f, f_update = optimizers.adam(tensor.scalar('lr'), tparams, grads, [X, Y], cost,
+                                      state=state)
+    history = []
+    for _ in range(steps):
+        f(rng.randn(5, 3).astype('float32') * 3, rng.randn(5, 4).astype('float32'))
+        f_update(np.float32(0.01))
+        history.append([v.get_value() for v in list(tparams.values()) + list(state.values())])
+    return history, f, f_update
+
+
+def test_adam_step_and_squared_norm_equal_theanos_graph():
+    got, f, f_update = _adam_run(original=False)
+    expected, f_orig, _ = _adam_run(original=True)
+    for step_got, step_expected in zip(got, expected):
+        for g, e in zip(step_got, step_expected):
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+    ops = [n.op for n in f_update.maker.fgraph.toposort()]
+    assert sum(isinstance(o, fast_ops.AdamStep) and o.inplace for o in ops) == 2
+    assert any(isinstance(n.op, fast_ops.SquaredNorm) for n in f.maker.fgraph.toposort())
+    assert not any(isinstance(n.op, fast_ops.SquaredNorm)
+                   for n in f_orig.maker.fgraph.toposort())
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_adam_step_and_squared_norm_against_numpy(mode):
+    rng = np.random.RandomState(4)
+    p, m, v, g = [rng.randn(37).astype('float32') for _ in range(4)]
+    v = np.abs(v)
+    tp, tm, tv, tg = (tensor.vector(n) for n in 'pmvg')
+    lr = tensor.scalar('lr')
+    f = theano.function([tp, tm, tv, tg, lr],
+                        list(fast_ops.adam_step(tp, tm, tv, tg, lr, 0.9, 0.999, 1e-8)) +
+                        [fast_ops.SquaredNorm()(tp, tg)], mode=mode)
+    new_p, new_m, new_v, norm2 = f(p, m, v, g, np.float32(0.003))
+    d = [x.astype('float64') for x in (p, m, v, g)]
+    m64 = 0.9 * d[1] + 0.1 * d[3]
+    v64 = 0.999 * d[2] + 0.001 * d[3] ** 2
+    # float32 constants and sums: to float32 rounding of the terms
+    np.testing.assert_allclose(new_m, m64, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(new_v, v64, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(new_p, d[0] - 0.003 * m64 / (np.sqrt(v64) + 1e-8),
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(norm2, (d[0] ** 2).sum() + (d[3] ** 2).sum(), rtol=1e-6)
+
+
 def _omp_set_num_threads(n):
     """Set OpenMP's thread count of this process (False without libgomp)."""
     import ctypes

@@ -1,10 +1,15 @@
 """The faults of docs/training.md's fault matrix, injected for real: a small
 full file system, a read-only one, a folder that does not exist, truncated
 and foreign checkpoint files, real signals to real training processes, a
-second real process on the same model.  Each test checks the message (one
-line, no traceback), the exit status and the files left.
+second real process on the same model, a new run on a trained model.  Each
+test checks the message (one line, no traceback), the exit status and the
+files left.  (The faults found before anything is compiled, with
+hand-made files: test_faults_inputs.py.)
 
-The programs compile with Theano's quick optimiser (tiny_runs.QUICK_ENV)."""
+Each case works in its own copy of the module's trained folder, and its
+commands start with SIGINT and SIGTERM at their defaults
+(helpers.default_signals).  The programs compile with Theano's quick
+optimiser (tiny_runs.QUICK_ENV)."""
 import json
 import os
 import shutil
@@ -19,10 +24,10 @@ import pytest
 from machinery import model_io
 from machinery import training_log
 
-from helpers import error_line
+from helpers import default_signals, error_line
 
-from tiny_runs import (NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus,
-                       run, start_training, wait_for_event)
+from tiny_runs import (NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, case_copy, log_events,
+                       make_corpus, run, start_training, wait_for_event)
 
 BUILD_DICTIONARY = os.path.join(ROOT, 'build_dictionary.py')
 TRANSLATE = os.path.join(ROOT, 'translate.py')
@@ -54,17 +59,21 @@ def assert_same_parameters(a, b):
 
 
 @pytest.fixture(scope='module')
-def corpus(tmp_path_factory):
+def master(tmp_path_factory):
+    """The corpus, and base.npz: 4 updates, checkpoints at 2 and 4 (model,
+    options, resume file, log).  The cases work in copies of it."""
     d = tmp_path_factory.mktemp('faults')
     make_corpus(d)
+    train(d, 'base.npz', '--finish_after', '4', '--saveFreq', '2')
     return d
 
 
-@pytest.fixture(scope='module')
-def trained(corpus):
-    """base.npz: 4 updates, checkpoints at 2 and 4 (model, options, resume file)."""
-    train(corpus, 'base.npz', '--finish_after', '4', '--saveFreq', '2')
-    return corpus
+@pytest.fixture
+def trained(master, tmp_path):
+    return case_copy(master, tmp_path)
+
+
+corpus = trained    # (the cases that train their own model)
 
 
 def cut(path, size):
@@ -296,9 +305,7 @@ def test_corrupt_model_files(trained, damage):
         dictionary = 'bad.json'
         (trained / dictionary).write_text('{"eos": 0, "UNK": ')
         expected = 'error: bad.json: not valid JSON ('
-    flags = [f if f != 'train.trg.json' else dictionary for f in TRAIN_FLAGS]
-    if damage != 'json':    # (--reload would warn that the dictionary changed)
-        flags.append('--reload')
+    flags = [f if f != 'train.trg.json' else dictionary for f in TRAIN_FLAGS] + ['--reload']
     commands = [[NMT, '--model', 'bad.npz'] + flags,
                 [TRANSLATE, '-p', '1', 'bad.npz', 'train.src.pkl', dictionary, 'valid.src',
                  'bad.out']]
@@ -320,11 +327,17 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
     log = str(corpus / 'sig.npz.log.jsonl')
     proc = start_training(corpus, 'sig.npz', *flags)
     wait_for_event(proc, log, 'update', min_uidx=3)
-    second = train(corpus, 'sig.npz', '--finish_after', '5', *flags, check=False)
-    assert second.returncode == 1 and 'Building model' not in second.stdout
-    assert error_line(second) == (
-        'error: sig.npz: another training run (process %d) is writing this model; wait for '
-        'it, stop it (kill -TERM), or choose another --model' % proc.pid)
+    proc.send_signal(signal.SIGSTOP)   # paused (its lock held): the folder stays as it is
+    before = snapshot(str(corpus))
+    for flag in ('--reload', '--restart'):   # --restart moves nothing of a running run
+        second = train(corpus, 'sig.npz', '--finish_after', '5', flag, *flags, check=False)
+        assert second.returncode == 1 and 'Building model' not in second.stdout
+        assert error_line(second) == (
+            'error: sig.npz: another training run (process %d) is writing this model; wait '
+            'for it, stop it (kill -TERM), or choose another --model' % proc.pid)
+    now = snapshot(str(corpus))
+    assert now == before, sorted(n for n in set(now) | set(before) if now.get(n) != before.get(n))
+    proc.send_signal(signal.SIGCONT)
     proc.send_signal(signal.SIGTERM)
     note = 'SIGTERM: the run stops after this update, with a checkpoint'
     deadline = time.time() + 60
@@ -347,6 +360,21 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
     assert_same_parameters(corpus / 'ref.npz', corpus / 'sig.npz')
 
 
+def kill_while(proc, under_way, seconds=60):
+    """kill -9 while under_way() is true: stopped (SIGSTOP) when it is seen,
+    killed if it still is, else let go on; a loaded machine's save may end
+    between the look and the kill."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if under_way():
+            proc.send_signal(signal.SIGSTOP)
+            if under_way():
+                break
+            proc.send_signal(signal.SIGCONT)
+    proc.kill()
+    proc.wait()
+
+
 def test_kill_during_a_save_then_sigint(corpus):
     """kill -9 while a checkpoint is being written leaves every file whole
     (and its lock blocks nothing): the next run removes the half-written
@@ -354,11 +382,7 @@ def test_kill_during_a_save_then_sigint(corpus):
     folder = str(corpus)
     proc = start_training(corpus, 'k.npz', '--saveFreq', '1')
     wait_for_event(proc, str(corpus / 'k.npz.log.jsonl'), 'checkpoint', min_uidx=5)
-    deadline = time.time() + 60
-    while not temporaries(folder) and time.time() < deadline:   # a save under way
-        pass
-    proc.kill()
-    proc.wait()
+    kill_while(proc, lambda: temporaries(folder))   # a save under way
     assert temporaries(folder), 'the kill did not land during a save'
     assert (corpus / 'k.npz.lock').exists()             # the killed run's
     for suffix in ('', '.resume.npz'):
@@ -385,13 +409,10 @@ def test_kill_during_a_snapshot(corpus):
     with open(os.path.join(folder, 'snap.out'), 'w') as out:
         proc = subprocess.Popen([PY, NMT, '--model', 'snap.npz', '--finish_after', '1000000',
                                  '--saveFreq', '1'] + flags, cwd=folder, stdout=out,
-                                stderr=subprocess.STDOUT, env=QUICK_ENV)
+                                stderr=subprocess.STDOUT, env=QUICK_ENV,
+                                preexec_fn=default_signals)
     wait_for_event(proc, str(corpus / 'snap.npz.log.jsonl'), 'checkpoint', min_uidx=2)
-    deadline = time.time() + 60
-    while not snapshot_temporaries(folder) and time.time() < deadline:
-        pass
-    proc.kill()
-    proc.wait()
+    kill_while(proc, lambda: snapshot_temporaries(folder))
     assert snapshot_temporaries(folder), 'the kill did not land during a snapshot'
     train(corpus, 'snap.npz', '--reload', '--finish_after', '1')   # trained already
     assert snapshot_temporaries(folder) == [] and temporaries(folder) == []
@@ -439,27 +460,20 @@ def test_reload_with_a_resume_file_but_no_model(trained):
     proc = train(trained, 'orphan.npz', '--reload', check=False)
     assert proc.returncode == 1 and 'Building model' not in proc.stdout
     assert error_line(proc) == (
-        'error: orphan.npz: no such model file, but its resume file orphan.npz.resume.npz '
-        'is there: --reload needs both (put the model file back; to start a new model, '
-        'remove or move orphan.npz.resume.npz)')
+        'error: orphan.npz: no such model file, but orphan.npz.resume.npz of its run is '
+        'there: --reload needs the model file (put it back; --restart moves the run\'s '
+        'files aside and starts a new model)')
     assert (trained / 'orphan.npz.resume.npz').read_bytes() == before
 
 
-def test_diverging_run_with_a_dictionary_from_another_tool(corpus):
-    """A target dictionary numbered from 0 warns at start; a run that
-    diverges before its first checkpoint says that nothing was saved (and
-    --reload without a model file, that a new model starts)."""
-    words = ['x', 'y', 'z', 'w', 'v', 'eos', 'UNK']
-    (corpus / 'zero.json').write_text(json.dumps({w: i for i, w in enumerate(words)}))
-    flags = [{'train.trg.json': 'zero.json', 'adadelta': 'sgd'}.get(f, f) for f in TRAIN_FLAGS]
+def test_diverging_run(corpus):
+    """A run that diverges before its first checkpoint says that nothing
+    was saved (and --reload without a model file, that a new model starts)."""
+    flags = [{'adadelta': 'sgd'}.get(f, f) for f in TRAIN_FLAGS]
     proc = run([NMT, '--model', 'diverge.npz', '--reload', '--lrate', '1e30',
                 '--saveFreq', '1000'] + flags, cwd=corpus, check=False)
     assert proc.returncode == 1
     assert '--reload: no model file diverge.npz yet: a new model starts' in proc.stdout
-    lines = proc.stderr.strip().split('\n')
-    assert lines[0] == ("warning: zero.json: id 0 is 'x' and 1 is 'y', not eos and UNK: the "
-                        "model reads ids 0 and 1 as the end of a sentence and an unknown word "
-                        "(build_dictionary.py numbers the words from 2)")
     line = error_line(proc)
     assert line.startswith('error: NaN or Inf cost at update ')
     assert line.endswith(', before the first checkpoint (--saveFreq 1000): no model was saved')
@@ -475,8 +489,9 @@ def test_log_line_cut_by_a_full_disk(trained, small_fs, capsys):
     log = os.path.join(fs, 'm.npz.log.jsonl')
     shutil.copy(str(trained / 'base.npz.log.jsonl'), log)
     with open(log, 'a') as f:    # an event that leaves 40 bytes in the log's last block
-        pad = 4096 - os.path.getsize(log) % 4096 - 40 - len('{"event": "note", "text": ""}\n')
-        f.write(json.dumps({'event': 'note', 'text': 'x' * pad}) + '\n')
+        pad = (4096 - os.path.getsize(log) % 4096 - 40
+               - len('{"event": "note", "uidx": 4, "text": ""}\n'))
+        f.write(json.dumps({'event': 'note', 'uidx': 4, 'text': 'x' * pad}) + '\n')
     with open(os.path.join(fs, 'm.npz.lock'), 'w') as f:
         f.write('4242\n')
     small_fs.fill()
@@ -494,3 +509,47 @@ def test_log_line_cut_by_a_full_disk(trained, small_fs, capsys):
     assert capsys.readouterr().err == (
         'warning: %s: line %d cut short (an append interrupted by a full disk or a kill): '
         'skipped\n' % (log, whole + 1))
+
+
+# ---------------------------------------------------------------- a new run on a run
+def test_a_new_run_on_a_trained_model_is_refused_and_restart_keeps_it(trained):
+    """The command of a finished run again, without --reload: one line, at
+    once, every file as it was.  --restart moves the run's files (model,
+    options, resume file, log) into one folder beside it, unchanged, and
+    trains a new model; a model the run did not train is never written
+    (--finish_after 0)."""
+    before = snapshot(str(trained))
+    start = time.time()
+    proc = train(trained, 'base.npz', '--finish_after', '4', '--saveFreq', '2', check=False)
+    assert time.time() - start < 60 and 'Building model' not in proc.stdout
+    assert error_line(proc) == (
+        'error: base.npz: holds a training run (base.npz at update 4, base.npz.resume.npz, '
+        'base.npz.log.jsonl to update 4): --reload continues it; --restart moves its files '
+        'aside and starts a new one')
+    assert snapshot(str(trained)) == before
+    proc = train(trained, 'base.npz', '--finish_after', '2', '--restart')
+    [moved] = [n for n in os.listdir(str(trained)) if n.startswith('base.npz.before-')]
+    assert ('--restart: the 5 files of the run on base.npz moved into %s' % moved) in proc.stdout
+    assert snapshot(str(trained / moved)) == {name: data for name, data in before.items()
+                                              if name.startswith('base.npz')}
+    with numpy.load(trained / 'base.npz') as f:
+        assert int(f['uidx']) == 2
+    events = log_events(str(trained / 'base.npz.log.jsonl'))
+    assert [e['event'] for e in events].count('start') == 1
+    proc = train(trained, 'zero.npz', '--finish_after', '0', check=False)
+    assert error_line(proc) == ('error: the run stopped before its first update (update 0 of '
+                                '--finish_after 0): no model was written')
+    assert not (trained / 'zero.npz').exists()
+
+
+def test_reload_with_the_dictionaries_moved(trained):
+    """--reload with the run's dictionaries under other names (and the
+    other format): the contents are the model's, the run goes on without a
+    word about them."""
+    shutil.copy(str(trained / 'train.trg.pkl'), str(trained / 'moved.pkl'))
+    flags = [f if f != 'train.trg.json' else 'moved.pkl' for f in TRAIN_FLAGS]
+    proc = run([NMT, '--model', 'base.npz', '--reload', '--finish_after', '5'] + flags,
+               cwd=trained)
+    assert proc.stderr.strip() == '', proc.stderr
+    with numpy.load(trained / 'base.npz') as f:
+        assert int(f['uidx']) == 5

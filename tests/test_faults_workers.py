@@ -3,7 +3,11 @@
 sends it, to its process group), SIGTERM to the command, kill -9 of one
 worker (as the out-of-memory killer does).  Each ends within seconds, with
 one line and its documented status, no output and no worker left
-(docs/training.md and docs/translation.md, "Faults")."""
+(docs/training.md and docs/translation.md, "Faults").
+
+Each case runs in its own folder, its command with SIGINT and SIGTERM at
+their defaults (helpers.default_signals): the cases pass however the tests
+were started (``nohup pytest ... &`` starts them with SIGINT ignored)."""
 import os
 import random
 import signal
@@ -12,6 +16,7 @@ import time
 
 import pytest
 
+from helpers import default_signals
 from tiny_runs import NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, make_corpus, run
 
 TRANSLATE = os.path.join(ROOT, 'translate.py')
@@ -74,14 +79,16 @@ def running(pid):
 
 
 class Command(object):
-    """A command started in its own session (as a shell starts a job), its
-    stderr in a file."""
+    """A command started in its own session (as a shell starts a job), in
+    the folder ``cwd`` (its stderr in a file there), with the signals at
+    their defaults."""
 
     def __init__(self, args, cwd):
         self.err_path = os.path.join(str(cwd), 'command.err')
         with open(self.err_path, 'w') as err:
             self.proc = subprocess.Popen([PY] + args, cwd=cwd, stdout=subprocess.DEVNULL,
-                                         stderr=err, env=QUICK_ENV, start_new_session=True)
+                                         stderr=err, env=QUICK_ENV, start_new_session=True,
+                                         preexec_fn=default_signals)
 
     def stderr(self):
         with open(self.err_path) as f:
@@ -140,17 +147,16 @@ def assert_ends_cleanly(cmd, workers, fault, what, n):
 
 
 @pytest.mark.parametrize('fault', sorted(FAULTS))
-def test_translate_with_workers_ends_at_a_fault(model, fault):
+def test_translate_with_workers_ends_at_a_fault(model, tmp_path, fault):
     """translate.py -p 2 in the middle of a long file: Ctrl-C, SIGTERM or a
     worker killed end it within seconds, with one line, no output file
     (nor a temporary one) and no worker left."""
-    cmd = Command([TRANSLATE, '-p', '2', 'm.npz', 'train.src.pkl', 'train.trg.json',
-                   'long.src', 'out.txt'], model)
+    cmd = Command([TRANSLATE, '-p', '2'] + [str(model / name) for name in (
+        'm.npz', 'train.src.pkl', 'train.trg.json', 'long.src')] + ['out.txt'], tmp_path)
     workers = cmd.workers(2)
     cmd.wait_for(lambda: 'translated ' in cmd.stderr())     # decoding is under way
     assert_ends_cleanly(cmd, workers, fault, 'translation', 2)
-    assert not (model / 'out.txt').exists()
-    assert not [n for n in os.listdir(str(model)) if n.endswith('.tmp')]
+    assert sorted(os.listdir(str(tmp_path))) == ['command.err']
 
 
 @pytest.mark.parametrize('fault', sorted(FAULTS))
@@ -158,9 +164,9 @@ def test_preprocess_with_jobs_ends_at_a_fault(raw_corpus, tmp_path, fault):
     """preprocess.py prepare --jobs 2 while it tokenises: the same, and the
     output folder holds nothing (its staging folder removed)."""
     out = tmp_path / 'out'
-    cmd = Command([PREPROCESS, 'prepare', '--src-lang', 'es', '--trg-lang', 'en',
-                   '--train', 'train', '--dev', 'dev', '--test', 'test', '--out', str(out),
-                   '--bpe-merges', '20', '--jobs', '2'], raw_corpus)
+    cmd = Command([PREPROCESS, 'prepare', '--src-lang', 'es', '--trg-lang', 'en'] + [
+        arg for name in ('train', 'dev', 'test') for arg in ('--' + name, str(raw_corpus / name))]
+        + ['--out', str(out), '--bpe-merges', '20', '--jobs', '2'], tmp_path)
     workers = cmd.workers(2)
     cmd.wait_for(lambda: 'tokenising' in cmd.stderr())
     assert_ends_cleanly(cmd, workers, fault, 'tokenisation', 2)

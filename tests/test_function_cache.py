@@ -70,13 +70,13 @@ def test_other_graphs_are_compiled_not_loaded(corpus, tmp_path):
 
 def test_a_damaged_bundle_is_compiled_again_and_replaced(corpus, tmp_path):
     cache = tmp_path / 'cache'
-    train(corpus, cache, 'a.npz')
+    train(corpus, cache, 'damaged_a.npz')
     [name] = os.listdir(str(cache))
     with open(str(cache / name), 'r+b') as f:
         f.truncate(1000)
-    out = train(corpus, cache, 'b.npz')
+    out = train(corpus, cache, 'damaged_b.npz')
     assert COMPILED in out and 'unreadable' in out and name in out
-    assert LOADED in train(corpus, cache, 'c.npz')
+    assert LOADED in train(corpus, cache, 'damaged_c.npz')
 
 
 def test_the_key_holds_the_configuration_and_the_options():

@@ -52,7 +52,7 @@ def test_an_unsupported_python_stops_in_one_line_before_anything_is_made(setup_c
     old.chmod(0o755)
     line = refusal(run_setup(setup_copy, PYTHON=str(old)))
     assert line.startswith('setup: Python 3.9') and 'not supported' in line
-    assert '3.10, 3.11 or 3.12' in line and 'PYTHON=' in line
+    assert '3.10, 3.11, 3.12 or 3.13' in line and 'PYTHON=' in line
     assert not (setup_copy / '.venv').exists()
 
 
@@ -104,5 +104,5 @@ def test_gpu_set_up_on_another_python_stops_in_one_line(setup_copy):
                           env=dict(os.environ, PYTHON=python), capture_output=True, text=True,
                           timeout=60)
     line = refusal(proc)
-    assert '--gpu needs Python 3.11' in line
+    assert '--gpu needs Python 3.11' in line and 'on no package registry' in line
     assert not (setup_copy / '.venv').exists()

@@ -16,7 +16,7 @@ SCRIPTS = {  # script: (source, target, vocabulary)
     'train_en-de.sh': ('en', 'de', 50000),
     'train_en-zh.sh': ('en', 'zh', 25000),
 }
-NO_VALUE = {'--use_dropout', '--reload', '--no_shuffle', '--overwrite'}
+NO_VALUE = {'--use_dropout', '--reload', '--restart', '--no_shuffle', '--overwrite'}
 MULTI = {'--datasets': 2, '--dictionaries': 2, '--valid_datasets': 2}
 
 
@@ -177,3 +177,39 @@ def test_tiny_end_to_end(tmp_path, pair, src, trg, decoder, label):
                             str(model)], capture_output=True, text=True)
     assert table.returncode == 0, table.stderr
     assert '| %s |' % label in table.stdout
+
+
+@pytest.mark.parametrize('stage', ['unfinished', 'unfinished_restart', 'trained', 'scored'])
+def test_a_model_dir_that_holds_a_run_is_taken_up_where_it_stands(tmp_path, stage):
+    """MODEL_DIR with an unfinished run: nmt.py resumes it (--reload; not
+    when the extra flags say --restart); with a trained one (its log ends
+    the run): no training, the test set is translated; with its bleu.json:
+    nothing to do, said in one line."""
+    model = tmp_path / 'model'
+    model.mkdir()
+    (model / 'model.npz.resume.npz').write_bytes(b'')
+    events = [{'event': 'start', 'uidx': 0}, {'event': 'update', 'uidx': 5}]
+    if stage in ('trained', 'scored'):
+        (model / 'model.npz').write_bytes(b'')
+        events.append({'event': 'end', 'uidx': 5})
+    (model / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
+    if stage == 'scored':
+        (model / 'bleu.json').write_text('{}')
+    extra = ['--', '--restart'] if stage == 'unfinished_restart' else []
+    proc = run_script('train_es-en.sh', '--dry-run', 'baseline', str(tmp_path / 'data'),
+                      str(model), *extra)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    path = os.path.join(str(model), 'model.npz')
+    if stage == 'scored':
+        assert lines == ['# %s: finished already (its bleu.json is written): nothing to do; to '
+                         'train again, give another MODEL_DIR' % model]
+    elif stage == 'trained':
+        assert lines[0] == ('# %s: trained already (its training log ends the run): '
+                            'translating and scoring the test set' % path)
+        assert '# train' not in lines and 'translate.py' in proc.stdout
+    elif extra:     # --restart: the run moves aside, no --reload
+        assert lines[0] == '# train' and nmt_command(proc.stdout).get('reload') is None
+    else:
+        assert lines[0] == '# %s: an unfinished run: nmt.py --reload continues it' % path
+        assert nmt_command(proc.stdout)['reload'] is True

@@ -3,10 +3,11 @@ tests that run the programs end to end (test_cli.py, test_training_log.py,
 test_faults.py)."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
-from helpers import PY, ROOT, run_command
+from helpers import PY, ROOT, default_signals, run_command
 from machinery import theano_flags
 
 NMT = os.path.join(ROOT, 'nmt.py')
@@ -43,6 +44,14 @@ def make_corpus(directory):
     run([os.path.join(ROOT, 'build_dictionary.py'), 'train.src', 'train.trg'], cwd=directory)
 
 
+def case_copy(folder, tmp_path):
+    """A test case's own copy of a module's ``folder`` (tmp_path/case), so
+    that no case finds what another left."""
+    copy = tmp_path / 'case'
+    shutil.copytree(str(folder), str(copy))
+    return copy
+
+
 def run(args, cwd, check=True, env=QUICK_ENV):
     """The script args[0] (a path) with Theano's quick optimiser."""
     return run_command(args[0], args[1:], cwd=cwd, check=check, env=env)
@@ -53,7 +62,7 @@ def start_training(cwd, model, *flags):
     out = open(os.path.join(str(cwd), model + '.out'), 'w')
     return subprocess.Popen([PY, NMT, '--model', model, '--finish_after', '1000000']
                             + TRAIN_FLAGS + list(flags), cwd=cwd, stdout=out,
-                            stderr=subprocess.STDOUT,
+                            stderr=subprocess.STDOUT, preexec_fn=default_signals,
                             env=dict(QUICK_ENV, PYTHONUNBUFFERED='1'))
 
 

@@ -1,0 +1,169 @@
+"""Theano's CPU ops of the training graph that did not use a process's
+threads well, replaced by ops that split their work over the OpenMP threads
+(docs/speed.md#two-cores-in-one-process):
+
+* ``Dot22`` (a matrix product through OpenBLAS, whose own threads add
+  little at these sizes, wait by spinning and yielding, and compete with the
+  OpenMP threads of the other ops): ``ThreadedDot22`` gives each thread a
+  block of the output's rows (or columns), computed by one BLAS call on that
+  thread, the BLAS on one thread meanwhile;
+* the sums over leading axes (the biases' gradients, ``Sum{axis=[0, 1]}``),
+  which Theano's CAReduce computes on one thread: ``LeadingSum`` gives each
+  thread a block of the columns.
+
+The numbers are Theano's: each output element is the same dot product (the
+BLAS's order over k does not depend on the block's rows or columns), or the
+same sum in doubles in the same order.  One thread: the same single call.
+The optimizer that makes the replacements runs in FAST_RUN on the CPU only
+(device=cpu); a graph that a GPU runs keeps Theano's ops.
+"""
+from machinery import theano_env  # noqa: F401  (configures Theano before its import)
+import theano
+import theano.tensor as tensor
+from theano.compile import optdb
+from theano.graph.basic import Apply
+from theano.graph.opt import TopoOptimizer, local_optimizer
+from theano.tensor import blas as theano_blas
+from theano.tensor import elemwise as theano_elemwise
+
+from machinery import fast_ops, recurrent_ops
+
+
+
+class _ThreadedCOp(recurrent_ops._RecurrenceCOp):
+    C = ''
+
+
+class ThreadedDot22(_ThreadedCOp):
+    """x (M, K) @ y (K, N) as Dot22, the output's rows (or, when there are
+    more columns, its columns) split over the OpenMP threads."""
+    __props__ = ()
+
+    def make_node(self, x, y):
+        x, y = fast_ops._as_f32(x), fast_ops._as_f32(y)
+        if x.ndim != 2 or y.ndim != 2:
+            raise TypeError('ThreadedDot22 takes two matrices')
+        bz = (x.type.broadcastable[0], y.type.broadcastable[1])
+        return Apply(self, [x, y], [tensor.TensorType('float32', bz)()])
+
+    def perform(self, node, inputs, outputs):
+        x, y = inputs
+        outputs[0][0] = (x @ y).astype('float32')
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [(shapes[0][0], shapes[1][1])]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        x, y = inputs
+        (z,) = outputs
+        return r"""
+{
+    PyArrayObject* xs = %(x)s;
+    PyArrayObject* ys = %(y)s;
+    npy_intp lda, ldb;
+    int ta = nmt_layout(xs, &lda), tb = nmt_layout(ys, &ldb);
+    PyArrayObject* xc = NULL;
+    PyArrayObject* yc = NULL;
+    if (ta < 0) { xc = (PyArrayObject*)PyArray_NewCopy(xs, NPY_CORDER); xs = xc; ta = nmt_layout(xs, &lda); }
+    if (tb < 0) { yc = (PyArrayObject*)PyArray_NewCopy(ys, NPY_CORDER); ys = yc; tb = nmt_layout(ys, &ldb); }
+    if (xs == NULL || ys == NULL) { Py_XDECREF(xc); Py_XDECREF(yc); %(fail)s }
+    const npy_intp M = PyArray_DIMS(xs)[0], K = PyArray_DIMS(xs)[1], N = PyArray_DIMS(ys)[1];
+    if (PyArray_DIMS(ys)[0] != K) {
+        PyErr_SetString(PyExc_ValueError, "ThreadedDot22: shapes do not match");
+        Py_XDECREF(xc); Py_XDECREF(yc); %(fail)s
+    }
+    npy_intp dims[2] = {M, N};
+""" % dict(x=x, y=y, fail=sub['fail']) + fast_ops._ALLOC_OUT % dict(
+            out=z, nd=2, dims='dims', fail=sub['fail'],
+            cleanup='Py_XDECREF(xc); Py_XDECREF(yc);') + r"""
+    nmt_parallel_gemm(ta, tb, M, N, K, (const float*)PyArray_DATA(xs), lda,
+                      (const float*)PyArray_DATA(ys), ldb, 0.f, (float*)PyArray_DATA(%(z)s), N);
+    Py_XDECREF(xc); Py_XDECREF(yc);
+}
+""" % dict(z=z)
+
+
+class LeadingSum(_ThreadedCOp):
+    """The sum of a float32 array over its first ``axes`` axes, in doubles,
+    as Theano's Sum{acc_dtype=float64} of them: the columns (the values of
+    the other axes) split over the OpenMP threads."""
+    __props__ = ('axes',)
+
+    def __init__(self, axes):
+        self.axes = int(axes)
+
+    def make_node(self, x):
+        x = fast_ops._as_f32(x)
+        if x.ndim <= self.axes:
+            raise TypeError('LeadingSum takes more axes than it sums')
+        out = tensor.TensorType('float32', x.type.broadcastable[self.axes:])()
+        return Apply(self, [x], [out])
+
+    def perform(self, node, inputs, outputs):
+        x = inputs[0]
+        outputs[0][0] = x.sum(axis=tuple(range(self.axes)), dtype='float64').astype('float32')
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0][self.axes:]]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        (x,), (z,), fail = inputs, outputs, sub['fail']
+        code, cleanup = fast_ops._contiguous([('xc', x)], fail)
+        return '{\n' + code + r"""
+    const int nd = PyArray_NDIM(xc), axes = %(axes)d;
+    npy_intp rows = 1, cols = 1;
+    for (int i = 0; i < nd; ++i) {
+        if (i < axes) rows *= PyArray_DIMS(xc)[i];
+        else cols *= PyArray_DIMS(xc)[i];
+    }
+""" % dict(axes=self.axes) + fast_ops._ALLOC_OUT % dict(
+            out=z, nd='nd - axes', dims='PyArray_DIMS(xc) + axes', fail=fail,
+            cleanup=cleanup) + r"""
+    const float* X = (const float*)PyArray_DATA(xc);
+    float* Z = (float*)PyArray_DATA(%(z)s);
+    const int nt = nmt_threads_for((double)rows * cols, cols / 64);
+    int no_memory = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = 0;
+        #ifdef _OPENMP
+        t = omp_get_thread_num();
+        #endif
+        const npy_intp a = cols * t / nt, b = cols * (t + 1) / nt;
+        double* acc = (double*)calloc(b - a + 1, sizeof(double));
+        if (acc == NULL)
+            no_memory = 1;
+        else {
+            nmt_column_sums(X, rows, cols, a, b - a, acc);
+            for (npy_intp j = a; j < b; ++j)
+                Z[j] = (float)acc[j - a];
+        }
+        free(acc);
+    }
+    %(cleanup)s
+    if (no_memory) { PyErr_NoMemory(); %(fail)s }
+}
+""" % dict(z=z, cleanup=cleanup, fail=fail)
+
+
+@local_optimizer([theano_blas.Dot22, theano_elemwise.Sum])
+def _threaded(fgraph, node):
+    """Dot22 of float32 matrices -> ThreadedDot22; Sum over leading axes of
+    a float32 array in doubles -> LeadingSum (CPU graphs only; not with
+    NMT_THEANO_OPS=1)."""
+    if theano.config.device != 'cpu' or fast_ops.theano_ops_asked():
+        return False
+    op, out = node.op, node.outputs[0]
+    if out.dtype != 'float32' or any(i.dtype != 'float32' for i in node.inputs):
+        return False
+    if isinstance(op, theano_blas.Dot22):
+        return [ThreadedDot22()(*node.inputs)]
+    if (type(op) is theano_elemwise.Sum and op.axis is not None and op.acc_dtype == 'float64'
+            and list(op.axis) == list(range(len(op.axis))) and 0 < len(op.axis) < node.inputs[0].ndim):
+        return [LeadingSum(len(op.axis))(node.inputs[0])]
+    return False
+
+
+# after Theano's BLAS optimisations have made the Dot22 (BlasOpt 1.7, the
+# in-place BLAS ops 70), before the element-wise ops go in place (75)
+optdb.register('nmt_threaded_ops', TopoOptimizer(_threaded), 70.5, 'fast_run')
