@@ -12,14 +12,16 @@
 #     Adadelta, clip 1) trained on the device, the baseline then the
 #     attentive residual decoder, MEASURE_UPDATES timed updates each
 #     (default 100): the time from the start to the first update, words/s,
-#     GPU memory.  Its runs end by SECONDS minus MEASURE_RESERVE (default
-#     150) at the latest, which step 2 keeps.
+#     GPU memory.  The baseline ends by half of step 1's time, the attentive
+#     decoder by SECONDS minus MEASURE_RESERVE (default 150), which step 2
+#     keeps.
 #  2. side by side, the cores shared (MEASURE_LANES, default "cpu profile
 #     translate check"; "tests" adds tests/test_gpu.py on the device):
 #       cpu.log        the first updates of both decoders on the CPU (the same
 #                      seed: the same parameters and batches, so the costs
 #                      compare with papers.log's), then the CPU's beam search
-#       profile.log    the profile of the baseline's training step: the ten
+#       profile.log    the profile of the baseline's training step (MEASURE_
+#                      UPDATES updates, at most 5): the ten
 #                      most expensive ops, the GPU op calls an update, the
 #                      Python thread's CPU time an update
 #       translate.log  the papers' size beam search on the device, one sentence
@@ -30,7 +32,7 @@
 # second (CUDA, where nvidia-smi is).  Compile folders: MEASURE_CACHE
 # (default ~/.cache/nmt-measure), one for the papers' runs, the profile and
 # the search (the same modules: compiled once), one for the checks, one for
-# the CPU.
+# the CPU.  MEASURE_PYTHON: the interpreter (default .venv/bin/python).
 set -uo pipefail
 cd "$(dirname "$0")/.."   # the project root
 [ $# -ge 1 ] || { echo "usage: bash gpu/measure_cuda.sh OUTDIR [SECONDS]" >&2; exit 2; }
@@ -40,10 +42,18 @@ sentences=${MEASURE_SENTENCES:-64} reserve=${MEASURE_RESERVE:-150}
 lanes=${MEASURE_LANES:-cpu profile translate check}
 cache=${MEASURE_CACHE:-$HOME/.cache/nmt-measure}
 kind=${device%%[0-9:]*}    # cuda, opencl
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # not what OMP_* says
+for n in "$budget" "$updates" "$sentences" "$reserve"; do
+    [[ $n =~ ^[0-9]+$ ]] || { echo "error: measure_cuda.sh: not a whole number: $n (SECONDS or MEASURE_*)" >&2; exit 2; }
+done
+for name in $lanes; do
+    case $name in cpu|profile|translate|check|tests) ;;
+        *) echo "error: measure_cuda.sh: unknown lane $name (MEASURE_LANES)" >&2; exit 2 ;;
+    esac
+done
 mkdir -p "$out" "$cache"
 export PYTHONUNBUFFERED=1
-py=.venv/bin/python
+py=${MEASURE_PYTHON:-.venv/bin/python}
 start=$(date +%s)
 
 stamped() {  # each line with the time it came (the lanes' logs side by side),
@@ -82,11 +92,14 @@ machine() {
       fi; } 2>&1
 }
 
-papers() {   # step 1: alone, every core
-    local decoder
+papers() {   # step 1: alone, every core; the baseline may take half of its time
+    local decoder keep
     machine >> "$out/papers.log"
     for decoder in baseline attentive; do
-        run "$out/papers.log" "$device" gpu "$cores" "$reserve" speed/benchmark.py train \
+        keep=$reserve
+        [ "$decoder" = attentive ] \
+            || keep=$(( reserve + (budget - reserve - ($(date +%s) - start)) / 2 ))
+        run "$out/papers.log" "$device" gpu "$cores" "$keep" speed/benchmark.py train \
             --config paper --decoder "$decoder" --updates "$updates" --threads "$cores"
     done
 }
@@ -103,7 +116,8 @@ lane() {   # LANE THREADS: a lane of step 2
                 --decoder baseline --sentences 16 --threads "$t" ;;
         profile)
             run "$out/profile.log" "$device" gpu "$t" 0 speed/benchmark.py train \
-                --config paper --decoder baseline --updates 5 --threads "$t" --profile ;;
+                --config paper --decoder baseline --updates $(( updates < 5 ? updates : 5 )) \
+                --threads "$t" --profile ;;
         translate)
             run "$out/translate.log" "$device" gpu "$t" 0 speed/benchmark.py translate \
                 --config paper --decoder baseline --sentences "$sentences" --threads "$t" ;;
@@ -112,7 +126,6 @@ lane() {   # LANE THREADS: a lane of step 2
         tests)
             run "$out/tests.log" cpu checks "$t" 0 -m pytest -q -n 0 -p no:cacheprovider \
                 tests/test_gpu.py -k "$kind" ;;
-        *) echo "measure_cuda.sh: unknown lane $1 (MEASURE_LANES)" >&2; return 2 ;;
     esac
 }
 
