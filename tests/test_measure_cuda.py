@@ -66,6 +66,14 @@ def test_what_the_budget_does_not_reach_is_skipped_and_said(tmp_path):
         assert (out / log).read_text().startswith('== skipped for want of time')
 
 
+def test_a_reserve_of_the_whole_budget_runs_the_lanes_alone(tmp_path):
+    proc = _measure(tmp_path, 300, MEASURE_RESERVE='300', MEASURE_LANES='translate')
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / 'out' / 'papers.log').read_text().count('== skipped for want of time') == 2
+    (translate,) = _runs(tmp_path, 'translate.log')
+    assert translate[0] >= 290 and translate[1] == len(os.sched_getaffinity(0))
+
+
 def test_a_bad_lane_or_budget_is_refused_before_anything_runs(tmp_path):
     proc = _measure(tmp_path, 100, MEASURE_LANES='cpu gpu-a')
     error_line(proc, 'unknown lane gpu-a', 'MEASURE_LANES', status=2, alone=True)
