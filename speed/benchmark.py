@@ -382,18 +382,18 @@ class StyleTimer(object):
         self.first_update_after = None
 
     def update(self, batch, timed=True):
-        t, c, k = time.time(), time.process_time(), os.times().system
-        m = time.thread_time()
+        t, c, k, m = time.time(), time.process_time(), os.times().system, time.thread_time()
         self.costs.append(run_update(self.compiled, batch))
+        # the Python thread's own CPU time: Theano's loop, the launches (on
+        # pocl the kernels run on its other threads)
+        main = time.thread_time() - m
         wall, cpu = time.time() - t, time.process_time() - c
         if self.first_update_after is None:
             self.first_update_after = seconds_since_start()
         if timed:
             self.wall += wall
             self.cpu += cpu
-            # the Python thread's own CPU time: Theano's loop, the launches
-            # (on pocl the kernels run on its other threads)
-            self.main_thread += time.thread_time() - m
+            self.main_thread += main
             self.system += os.times().system - k
             self.words += int(batch[3].sum())
             self.per_update.append(wall)
