@@ -97,6 +97,7 @@ if any(a == '--profile' or a.startswith('--profile=') for a in sys.argv[1:]):
 from machinery import theano_env  # noqa: F401  (must come before theano)
 from machinery import cli
 from machinery import machine
+from machinery import module_compiles
 from machinery.progress import seconds_left
 
 import json
@@ -272,16 +273,23 @@ def compile_training(options, style, tparams=None, mode=None):
     if mode is not None:
         # side by side: scan reads the flag when it compiles its loop
         theano.config.allow_gc = style == 'original'
-    t1, c1 = time.time(), time.process_time()
+    t1, c1, g1 = time.time(), time.process_time(), children_cpu()
+    modules = dict(module_compiles.stats)
     model = (trainers_model(options) if style == 'project'
              else original_style_model(options, tparams, mode))
     model.use_noise.set_value(numpy.float32(1.))
     compiled = dict(style=style, model=model, f_grad_shared=model.f_grad_shared,
                     f_update=model.f_update, lrate=options['lrate'],
                     compile_sec=time.time() - t1, compile_cpu=time.process_time() - c1,
+                    compile_gxx_cpu=children_cpu() - g1,
+                    compiled_modules=sum(module_compiles.stats[k] - modules[k]
+                                         for k in ('compiled', 'compiled_ahead')),
                     functions=[f for f in (model.f_grad_shared, model.f_update)
                                if isinstance(f, theano.compile.function.types.Function)])
-    log('compiled in %.1f s' % compiled['compile_sec'])
+    log('compiled in %.1f s: %.1f CPU s in this process (graphs optimised, linked), '
+        '%.1f in g++ (%d C modules)' % (compiled['compile_sec'], compiled['compile_cpu'],
+                                        compiled['compile_gxx_cpu'],
+                                        compiled['compiled_modules']))
     return compiled
 
 
@@ -366,21 +374,46 @@ def run_update(compiled, batch):
     return float(c)
 
 
+def children_cpu():
+    """CPU seconds of this process's ended children (Theano's g++ runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def seconds_since_start():
+    """Seconds since this process started (/proc: a re-execution by
+    theano_env keeps the process and its start), or None."""
+    try:
+        with open('/proc/self/stat') as f:
+            ticks = int(f.read().rsplit(')', 1)[1].split()[19])   # field 22, starttime
+        with open('/proc/uptime') as f:
+            return float(f.read().split()[0]) - ticks / os.sysconf('SC_CLK_TCK')
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class StyleTimer(object):
     """Wall and CPU time, target words and costs of one style's updates."""
 
     def __init__(self, compiled):
         self.compiled = compiled
         self.wall, self.cpu, self.words, self.costs, self.per_update = 0., 0., 0, [], []
-        self.system = 0.
+        self.system = self.main_thread = 0.
+        self.first_update_after = None
 
     def update(self, batch, timed=True):
-        t, c, k = time.time(), time.process_time(), os.times().system
+        t, c, k, m = time.time(), time.process_time(), os.times().system, time.thread_time()
         self.costs.append(run_update(self.compiled, batch))
+        # the Python thread's own CPU time: Theano's loop, the launches (on
+        # pocl the kernels run on its other threads)
+        main = time.thread_time() - m
         wall, cpu = time.time() - t, time.process_time() - c
+        if self.first_update_after is None:
+            self.first_update_after = seconds_since_start()
         if timed:
             self.wall += wall
             self.cpu += cpu
+            self.main_thread += main
             self.system += os.times().system - k
             self.words += int(batch[3].sum())
             self.per_update.append(wall)
@@ -401,11 +434,17 @@ class StyleTimer(object):
             ('cpu_sec_per_update', round(self.cpu / n, 4)),
             ('cpu_words_per_sec', round(self.words / self.cpu, 2)),
             ('cpu_share', round(self.cpu / self.wall, 3)),
+            ('main_thread_cpu_sec_per_update', round(self.main_thread / n, 4)),
             # of that CPU time, the kernel's (threads that wait by spinning
             # and yielding show here; clock ticks, so over many updates)
             ('system_share', round(self.system / self.cpu, 3)),
             ('compile_sec', round(self.compiled['compile_sec'], 2)),
+            # from the process's start to the end of its first update
+            ('first_update_after_sec', self.first_update_after and
+             round(self.first_update_after, 1)),
             ('compile_cpu_sec', round(self.compiled['compile_cpu'], 2)),
+            ('compile_gxx_cpu_sec', round(self.compiled.get('compile_gxx_cpu', 0.), 2)),
+            ('compiled_modules', self.compiled.get('compiled_modules', 0)),
             ('target_words', self.words),
             # what the compiled training function really does
             ('allow_gc_effective',
@@ -418,8 +457,9 @@ def warm_up(timers, batches):
     for i in range(WARMUP_UPDATES):
         for timer in timers:
             wall, _ = timer.update(batches[i], timed=False)
-            log('warm-up update %d (%s): %.2f s (cost %.3f)'
-                % (i + 1, timer.compiled['style'], wall, timer.costs[-1]))
+            log('warm-up update %d (%s): %.2f s (cost %.3f), %.1f s after the start'
+                % (i + 1, timer.compiled['style'], wall, timer.costs[-1],
+                   seconds_since_start() or float('nan')))
 
 
 def timed_updates(timers, batches, n_updates):
@@ -514,6 +554,10 @@ def bench_train(config, decoder, n_updates, styles, seed, profile=None, marian=F
         result['profile'] = profile_report(
             [(t.compiled['style'], 'the %s style' % t.compiled['style'],
               t.compiled['functions']) for t in timers], profile)
+        for report in result['profile'].values():
+            calls = report['gpu_op_calls']
+            report['gpu_op_calls_per_update'] = OrderedDict(
+                (k, round(v / n_updates, 1)) for k, v in calls.items() if k != 'by_op')
     if marian:
         result.update(compare_with_marian(
             options, batches, {'this_process': result.get('words_per_sec')},

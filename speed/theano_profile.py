@@ -104,6 +104,37 @@ def float64_nodes(functions):
     return found
 
 
+# GPU ops that launch no kernel: views of an array, an allocation without
+# initialisation; and the copies between host and device (each a wait for
+# the device when it reads from it)
+GPU_VIEWS = ('GpuDimShuffle', 'GpuReshape', 'GpuSubtensor', 'GpuAllocEmpty')
+GPU_TRANSFERS = ('GpuFromHost', 'HostFromGpu')
+
+
+def device_calls(functions):
+    """The calls of GPU ops in the profiled calls of the functions, their
+    scans' steps included: {'kernel_ops': calls of the ops that launch a
+    kernel or more (not GPU_VIEWS nor GPU_TRANSFERS), 'views': ...,
+    'to_device', 'to_host': copies, 'by_op': {op class: calls} of the
+    kernel ops}.  On a GPU a step's time has a floor of those launches."""
+    counts = OrderedDict([('kernel_ops', 0), ('views', 0), ('to_device', 0),
+                          ('to_host', 0)])
+    by_op = {}
+    for fn in functions:
+        for _, prof in profiled_functions(fn):
+            for (_, node), calls in prof.apply_callcount.items():
+                name = type(node.op).__name__
+                if name in GPU_TRANSFERS:
+                    counts['to_device' if name == 'GpuFromHost' else 'to_host'] += calls
+                elif name in GPU_VIEWS:
+                    counts['views'] += calls
+                elif name.startswith('Gpu'):
+                    counts['kernel_ops'] += calls
+                    by_op[name] = by_op.get(name, 0) + calls
+    counts['by_op'] = OrderedDict(sorted(by_op.items(), key=lambda kv: -kv[1]))
+    return counts
+
+
 def full_summary(functions, path):
     """Theano's own summaries of the functions and their scans, into a file."""
     def write(f):
@@ -137,8 +168,16 @@ def report(functions, top=10, file=sys.stderr):
                                              op, where), file=file)
     f64 = float64_nodes(functions)
     print('float64 ops: %s' % ('; '.join(f64) if f64 else 'none'), file=file)
+    calls = device_calls(functions)
+    if calls['kernel_ops'] or calls['to_host']:
+        print('GPU op calls: %d launching kernels (%s), %d views, %d copies to the '
+              'device, %d to the host' % (
+                  calls['kernel_ops'], ', '.join('%s %d' % kv for kv in
+                                                 list(calls['by_op'].items())[:6]),
+                  calls['views'], calls['to_device'], calls['to_host']), file=file)
     return OrderedDict([
         ('profiled_sec', round(total, 3)),
+        ('gpu_op_calls', calls),
         ('top_ops', [OrderedDict([('op', op), ('nodes', n), ('sec', round(s, 3)),
                                   ('share', round(share, 4))])
                      for op, n, s, share in rows]),

@@ -48,6 +48,10 @@ def test_benchmark_tiny_train_and_translate():
                 'peak_rss_mb'):
         assert r[key] > 0, key
     assert 0 <= r['system_share'] <= 1
+    # from the process's start to its first update: the compile and more
+    assert r['first_update_after_sec'] > r['compile_sec']
+    assert 0 < r['main_thread_cpu_sec_per_update'] <= r['cpu_sec_per_update']
+    assert r['compiled_modules'] >= 0 and r['compile_gxx_cpu_sec'] >= 0
     assert r['options']['decoder'] == 'gru_cond' and r['options']['dim'] == 24
     assert r['machine']['cores'] >= 1 and 'blas' in r['machine']
 
