@@ -83,7 +83,7 @@ def kept_architecture(schema, model_options, given, saved):
     unwarned = architecture + schema.names(SCHEDULE) + (
         schema.names_of_files(DICTIONARIES) if saved.get(DIGESTS) else ())
     changed = ['%s %s -> %s' % (key, _text(saved[key]), _text(model_options[key]))
-               for key in schema.options if key not in unwarned
+               for key in schema.order if key not in unwarned
                and key in saved and _plain(saved[key]) != _plain(model_options[key])]
     if changed:
         warn('--reload with training settings other than those of %s: %s'
