@@ -292,12 +292,12 @@ def reading(decoder, welch):
     if smallest is None:
         return span + ': no difference is excluded'
     if high < smallest:
-        return span + ": no gain excluded, the papers' (+%.1f to +%.1f) excluded" % (
+        return span + ": no gain inside it, the papers' +%.1f to +%.1f excluded" % (
             smallest, largest)
     if high < largest:
-        return span + ": neither no gain nor the papers' smallest (+%.1f) excluded; their " \
+        return span + ": no gain and the papers' smallest (+%.1f) inside it, their " \
             'largest (+%.1f) excluded' % (smallest, largest)
-    return span + ": neither no gain nor the papers' +%.1f to +%.1f excluded" % (
+    return span + ": no gain and the papers' +%.1f to +%.1f inside it: not decided" % (
         smallest, largest)
 
 

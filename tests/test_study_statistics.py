@@ -105,3 +105,20 @@ def test_bootstrap_separates_a_clearly_better_system_and_not_a_coin_flip():
     # (up to the resamples' granularity)
     for r in (result, level):
         assert (r.low <= 0 <= r.high) == (r.p >= 0.05)
+
+
+@pytest.mark.parametrize('low, high, says', [
+    (-0.63, 0.50, "no gain inside it, the papers' +0.6 to +1.4 excluded"),
+    (-1.0, 0.9, "no gain and the papers' smallest (+0.6) inside it, their largest (+1.4) "
+                'excluded'),
+    (-2.0, 2.1, "no gain and the papers' +0.6 to +1.4 inside it: not decided"),
+    (-1.0, -0.4, 'behind the baseline'),
+    (0.2, 1.9, 'ahead of the baseline')])
+def test_the_reading_of_an_interval_says_what_it_holds(low, high, says):
+    """The results page's sentence for a difference's interval: an interval
+    that holds 0 never says that no gain is excluded."""
+    from evaluation import multi30k_results
+    text = multi30k_results.reading('attentive', {'low': low, 'high': high})
+    assert text == 'between %+.2f and %+.2f BLEU: %s' % (low, high, says)
+    if low <= 0 <= high:
+        assert 'no gain inside it' in text or 'no gain and' in text
