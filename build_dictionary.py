@@ -29,7 +29,8 @@ import sys
 from machinery import cli   # first: without .venv, one line (machinery/__init__.py)
 
 import numpy
-from machinery.model_io import check_distinct, save_dictionary
+from machinery.output_files import check_distinct
+from machinery.vocab import save_dictionary
 from machinery.text_io import InputError, iter_lines
 
 _PROGRESS_EVERY = 1000000

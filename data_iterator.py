@@ -38,7 +38,7 @@ import zlib
 
 import numpy
 
-from machinery.model_io import load_dictionary
+from machinery.vocab import load_dictionary
 from machinery.text_io import (InputError, check_readable, one_line as _one_line,
                                open_binary as _open_binary)
 from machinery.vocab import unk_beyond, words_to_ids

@@ -20,13 +20,13 @@ from collections import OrderedDict, namedtuple
 
 import numpy
 
-from machinery import theano_env  # noqa: F401  (configures Theano before its import)
+from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
-from machinery import fast_ops
-from machinery import recurrent_ops
-from machinery import threaded_ops  # noqa: F401  (its optimizer: CPU ops on every thread)
+from theano_platform import fast_ops
+from theano_platform import recurrent_ops
+from theano_platform import threaded_ops  # noqa: F401  (its optimizer: CPU ops on every thread)
 
 
 def _p(prefix, name):

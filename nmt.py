@@ -19,7 +19,7 @@ defined where they belong, each once (docs/code.md):
 """
 import sys
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     # Training keeps intermediate results between calls: 4-9% faster steps at
     # the papers' size, about twice the memory (THEANO_FLAGS=allow_gc=True

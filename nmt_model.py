@@ -15,13 +15,13 @@ command line, its checks and what ``--reload`` keeps are derived from them
 import os
 from collections import OrderedDict, namedtuple
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 import numpy
 import theano
 import theano.tensor as tensor
 from theano.sandbox.rng_mrg import MRG_RandomStream as RandomStreams
 
-from machinery import fast_ops
+from theano_platform import fast_ops
 import layers
 from machinery import model_io
 from layers import get_layer, dropout_layer

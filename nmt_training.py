@@ -13,13 +13,13 @@ validation cost, and BLEU of the validation source's translations
 """
 import sys
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 import numpy
 import theano
 
 from machinery import model_io
 from machinery import vocab
-from machinery.model_io import load_dictionary
+from machinery.vocab import load_dictionary
 from machinery.option_schema import DICTIONARIES, INPUTS, RUN, Option, OptionSchema
 from machinery.text_io import read_lines
 from machinery.training_options import record_dictionaries, reloaded

@@ -20,11 +20,11 @@ collection, so that both styles can run in one process.
 """
 import numpy
 
-from machinery import theano_env  # noqa: F401  (configures Theano before its import)
+from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 
-from machinery import fast_ops
+from theano_platform import fast_ops
 from machinery.option_schema import GRAPH, Option
 
 

@@ -10,12 +10,12 @@ decoder (layers.py).
 """
 from collections import OrderedDict
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 import numpy
 import theano
 import theano.tensor as tensor
 
-from machinery import fast_ops
+from theano_platform import fast_ops
 import layers
 from nmt_model import build_encoder, build_readout, noise_stream
 

@@ -11,7 +11,7 @@ authors' sampler (docs/equations.md#the-authors-inference), whose costs are thos
 translate.py.  The dictionaries default to those named in the model's
 options.  OUTPUT ('-' = stdout) appears only once every pair is scored.
 """
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 
 import sys
 
@@ -20,8 +20,9 @@ import numpy
 from machinery import cli
 import layers
 
-from machinery.model_io import (check_outputs, file_as_named_or_beside, load_dictionary,
-                                model_files, write_text)
+from machinery.model_io import file_as_named_or_beside
+from machinery.output_files import check_outputs, model_files, write_text
+from machinery.vocab import load_dictionary
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines
 from machinery.vocab import words, words_to_ids

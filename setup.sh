@@ -83,7 +83,7 @@ any_file() {  # any_file PATH...: true when one of the (globbed) paths exists
 }
 
 # What the set-up needs, checked before anything is made: a C++ compiler (Theano
-# compiles its ops, and machinery/fast_ops.py's, with g++), the Python headers those ops
+# compiles its ops, and theano_platform/fast_ops.py's, with g++), the Python headers those ops
 # include, and venv with ensurepip (Debian and Ubuntu ship it apart).
 PY_DEB=; [ "$PY_PREFIX" = /usr ] && PY_DEB=python$PY_VERSION
 require "command -v g++" g++ "no C++ compiler (g++): Theano compiles its ops with it; install g++"
@@ -138,7 +138,7 @@ if [ "$PY_VERSION" != 3.10 ] && [ "$PY_VERSION" != 3.11 ] && ! "$VENV/bin/python
     rm -rf "$shim"
 fi
 pip_install -r requirements.txt || die "pip install -r requirements.txt failed"
-"$VENV/bin/python" -c "from machinery import theano_env; import theano; print('setup: Python', '$PY_VERSION', 'Theano', theano.__version__, 'BLAS:', theano.config.blas__ldflags or 'NumPy C-API')"
+"$VENV/bin/python" -c "from theano_platform import theano_env; import theano; print('setup: Python', '$PY_VERSION', 'Theano', theano.__version__, 'BLAS:', theano.config.blas__ldflags or 'NumPy C-API')"
 
 # ---------------------------------------------------------------------------
 # GPU back-end (--gpu, --gpu-packages): Theano's gpuarray over Debian 12's

@@ -44,8 +44,8 @@ from collections import OrderedDict, namedtuple
 import numpy
 
 from machinery import distributed
-from machinery import function_cache
-from machinery import machine
+from theano_platform import function_cache
+from theano_platform import machine
 from machinery.cli import CommandError, Interrupted, error_message
 from machinery.model_io import load_archive_extras, load_params
 from machinery.progress import Progress
@@ -123,7 +123,7 @@ class Compiled(object):
     A subclass defines ``build(options, model_options)``, which makes the
     graphs and compiles them over ``self.tparams``; ``make`` calls it, or
     loads what it made in an earlier run with the same graphs
-    (machinery/function_cache.py)."""
+    (theano_platform/function_cache.py)."""
 
     def make(self, params, options, model_options, reloading, schema):
         """``tparams`` with ``params`` (initial values; when reloading, the

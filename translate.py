@@ -26,7 +26,7 @@ r, r + N, ...; each worker one process, ``-p`` is not used), rank 0 reads
 SOURCE and gathers the translations: the output is byte for byte that of
 one process, as every batch is decoded alike wherever it is decoded.
 """
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 
 import contextlib
 import json
@@ -37,9 +37,9 @@ import numpy
 from machinery import cli
 from machinery import distributed
 import layers
-from machinery import model_io
-from machinery import nbest
-from machinery import unk_replace
+from machinery import output_files
+from translation import nbest
+from translation import unk_replace
 from machinery import vocab
 from beam_search import ranked
 from machinery.progress import ProgressLine
@@ -108,7 +108,7 @@ def _merged(shares):
 
 
 def write_output(path, lines):
-    model_io.write_text(path, ''.join(line + '\n' for line in lines))
+    output_files.write_text(path, ''.join(line + '\n' for line in lines))
 
 
 # --------------------------------------------------------------------------
@@ -202,12 +202,12 @@ def prepare(args, world=distributed.SingleProcess()):
     world.check_same(distributed.fingerprint(
         {k: v for k, v in vars(args).items() if k not in ('source', 'saveto')}))
     if world.is_root:
-        model_io.check_outputs([args.saveto, args.alignments], model_io.model_files(
+        output_files.check_outputs([args.saveto, args.alignments], output_files.model_files(
             [args.model] + args.ensemble) + [args.dictionary, args.dictionary_target,
                                              args.source, args.unk_dictionary])
     models = load_models([args.model] + args.ensemble, args.inference)
     options = models[0][1]
-    word_dict = model_io.load_dictionary(args.dictionary)
+    word_dict = vocab.load_dictionary(args.dictionary)
     idict_trg = target_id_to_word(args.dictionary_target, options['n_words'])
     unk_dictionary = None
     if args.replace_unk:

@@ -38,7 +38,7 @@ from analysis import attention_positions
 from analysis import attention_records
 from analysis import attention_trees
 from analysis import parseval
-from machinery.model_io import check_outputs, write_json, write_text
+from machinery.output_files import check_outputs, write_json, write_text
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, open_binary, read_lines
 

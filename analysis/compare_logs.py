@@ -10,7 +10,7 @@ validation cost and the validation BLEU.  For each it prints how many agree
 to the last digit, how far apart the others are (costs in units in the last
 place of float32, "ulps"; BLEU in points) and the first update where they
 differ; then the fields of the start events' ``machine`` and ``workers``
-that differ (machinery/machine.py), and a verdict:
+that differ (theano_platform/machine.py), and a verdict:
 
 * ``identical``: every figure the same;
 * ``same validations``: every validation cost and BLEU the same, some batch

@@ -21,7 +21,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli  # noqa: E402
-from machinery.model_io import check_outputs  # noqa: E402
+from machinery.output_files import check_outputs  # noqa: E402
 from machinery.text_io import InputError  # noqa: E402
 from machinery.training_log import read_training_log  # noqa: E402
 

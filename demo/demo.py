@@ -20,7 +20,7 @@
 3. translates the test set with each model (beam 5, length-normalised, with
    the attention weights), and scores it: BLEU (``bleu.corpus_bleu_tokenized``,
    multi-bleu.perl on the toy tokens), subject-verb agreement overall and by
-   distance (``toy_corpus.agreement_by_distance``), exact matches;
+   distance (``toy_language.agreement_by_distance``), exact matches;
 4. prints the table and a few translations next to their reference, and writes
    DIR/results.json, the chart DIR/results.png (validation curves, BLEU,
    agreement by distance) and DIR/attention.png (``analysis/analyze.py matrix``: the
@@ -46,12 +46,14 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = ROOT
 
 from demo import report  # noqa: E402  (no Theano import in this process)
-from machinery import toy_corpus  # noqa: E402
+from demo import toy_language  # noqa: E402
 from machinery.bleu import corpus_bleu_tokenized  # noqa: E402
 from machinery import cli  # noqa: E402
-from machinery import theano_flags  # noqa: E402
+from theano_platform import theano_flags  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
-from machinery.model_io import count_archive_params, load_json, remove_if_there, write_json  # noqa: E402
+from machinery.model_io import count_archive_params  # noqa: E402
+from machinery.output_files import remove_if_there, write_json  # noqa: E402
+from machinery.pickle_and_json import load_json  # noqa: E402
 from machinery.stop_requests import stop_path  # noqa: E402
 from machinery.text_io import read_lines  # noqa: E402
 from machinery.training_log import LogReader, log_path  # noqa: E402
@@ -298,8 +300,8 @@ def score(data_dir, hyp_path):
     bleu = corpus_bleu_tokenized(hyp, ref)
     exact = sum(h.split() == r.split() for h, r in zip(hyp, ref)) / len(ref)
     return {'bleu': round(bleu['bleu'], 2), 'bleu_details': bleu,
-            'agreement': toy_corpus.agreement_stats(src, hyp),
-            'agreement_by_distance': toy_corpus.agreement_by_distance(src, hyp, ref),
+            'agreement': toy_language.agreement_stats(src, hyp),
+            'agreement_by_distance': toy_language.agreement_by_distance(src, hyp, ref),
             'exact_match': round(exact, 4)}
 
 
@@ -393,8 +395,8 @@ def run(args):
     results = {
         'settings': settings(args), 'theano_flags': child_env(args.threads)['THEANO_FLAGS'],
         'data': data,
-        'reference_agreement': toy_corpus.agreement_stats(src, ref),
-        'reference_agreement_by_distance': toy_corpus.agreement_by_distance(src, ref, ref),
+        'reference_agreement': toy_language.agreement_stats(src, ref),
+        'reference_agreement_by_distance': toy_language.agreement_by_distance(src, ref, ref),
         'models': runs,
         'examples': report.pick_examples(src, ref, hyps, args.examples),
         'figure_sentence': index,

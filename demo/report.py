@@ -3,9 +3,9 @@ the choice of the attention figure's sentence, and the mean and spread of
 the figures over several seeds."""
 import statistics
 
-from machinery import toy_corpus
+from demo import toy_language
 
-BINS = ['%d-%d' % b for b in toy_corpus.DISTANCE_BINS]
+BINS = ['%d-%d' % b for b in toy_language.DISTANCE_BINS]
 COLORS = ['#7f7f7f', '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728']
 
 
@@ -16,8 +16,8 @@ def fmt_time(seconds):
 
 def site_distances(ref_line):
     """Subject-verb distance of each clause of a reference sentence."""
-    return [toy_corpus.clause_distance(c)
-            for c in toy_corpus._split_clauses(ref_line.split())]
+    return [toy_language.clause_distance(c)
+            for c in toy_language._split_clauses(ref_line.split())]
 
 
 # ---------------------------------------------------------------- choices
@@ -25,7 +25,7 @@ def figure_sentence(ref_lines):
     """Index of the sentence drawn: the shortest one-clause reference whose
     subject-verb distance is in the longest bin (the first of those); else
     the shortest reference."""
-    lo = toy_corpus.DISTANCE_BINS[-1][0]
+    lo = toy_language.DISTANCE_BINS[-1][0]
     candidates = [(len(r.split()), i) for i, r in enumerate(ref_lines)
                   if len(site_distances(r)) == 1 and (site_distances(r)[0] or 0) >= lo]
     if not candidates:

@@ -1,4 +1,4 @@
-"""The synthetic parallel corpus of machinery/toy_corpus.py: generate it, score a
+"""The synthetic parallel corpus of demo/toy_language.py: generate it, score a
 hypothesis' subject-verb agreement, parse target sentences.
 
     python demo/toy_corpus.py generate --out DIR [--train N] [--dev N] [--test N] [--seed S]
@@ -13,9 +13,9 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli  # noqa: E402
-from machinery.model_io import write_text  # noqa: E402
+from machinery.output_files import write_text  # noqa: E402
 from machinery.text_io import InputError, read_lines  # noqa: E402
-from machinery.toy_corpus import agreement_stats, generate_corpus, parse_target  # noqa: E402
+from demo.toy_language import agreement_stats, generate_corpus, parse_target  # noqa: E402
 
 
 def _cmd_generate(args):

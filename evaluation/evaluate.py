@@ -47,7 +47,7 @@ from machinery import cli  # noqa: E402  (first: without .venv, one line, machin
 import numpy  # noqa: E402
 
 from machinery import bleu  # noqa: E402
-from machinery.model_io import check_outputs, write_json  # noqa: E402
+from machinery.output_files import check_outputs, write_json  # noqa: E402
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, read_lines
 

@@ -23,7 +23,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 from machinery import cli
 from machinery.bleu import corpus_bleu
-from machinery.model_io import check_outputs, write_json
+from machinery.output_files import check_outputs, write_json
 from machinery.text_io import InputError, read_lines
 from machinery.vocab import words
 

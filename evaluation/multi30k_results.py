@@ -50,7 +50,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 from evaluation import study_statistics as stats
 from evaluation import study_tables
 from machinery import cli
-from machinery.model_io import load_json, write_json, write_text
+from machinery.output_files import write_json, write_text
+from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError, read_lines
 from machinery.training_log import read_training_log
 from machinery.vocab import words

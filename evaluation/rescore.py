@@ -20,12 +20,12 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 
 from machinery import cli
 import layers
-from machinery.model_io import check_outputs, model_files, write_text
-from machinery.nbest import format_score, read_nbest
+from machinery.output_files import check_outputs, model_files, write_text
+from translation.nbest import format_score, read_nbest
 from score import build_scorer, load_scoring_model, pair_ids, score_pairs
 from machinery.text_io import read_lines
 

@@ -38,7 +38,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli
-from machinery.model_io import count_archive_params, load_json
+from machinery.model_io import count_archive_params
+from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError
 
 PAIR_ORDER = ['en-zh', 'es-en', 'en-de']

@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."   # the project root
 
 # what the GPU path, the GPU check and tests/test_gpu.py import (the repairs
-# of theano-pymc, machinery/theano_repairs.py, travel with the project's files)
+# of theano-pymc, theano_platform/theano_repairs.py, travel with the project's files)
 SITE_PACKAGES="numpy numpy.libs scipy scipy.libs theano filelock pygpu mako markupsafe
 six.py setuptools pkg_resources _distutils_hack distutils-precedence.pth
 pytest _pytest py.py pluggy iniconfig packaging xdist execnet"

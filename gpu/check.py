@@ -4,7 +4,7 @@
     THEANO_FLAGS=device=opencl0:0 python gpu/check.py     # on an OpenCL device
 
 Runs with ``device=cuda`` (added to THEANO_FLAGS when it names no device) or
-the OpenCL device THEANO_FLAGS names; see machinery/theano_env.py for what
+the OpenCL device THEANO_FLAGS names; see theano_platform/theano_env.py for what
 happens when the GPU does not come up.  Each case is built and run here on
 the GPU and, at the same time, in two child processes with ``device=cpu``:
 the same graph in float32 (as the CPU runs it) and in float64 (Theano's own
@@ -31,7 +31,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli  # noqa: E402  (neither imports Theano)
-from machinery import theano_flags  # noqa: E402
+from theano_platform import theano_flags  # noqa: E402
 
 
 # the measure's factor (see UNIT below and docs/gpu.md#the-checks-measure)
@@ -67,7 +67,7 @@ if __name__ == '__main__':
     ARGS = parse_args()
     _ask_for_gpu()
 
-from machinery import theano_env  # noqa: E402,F401  (must come before theano)
+from theano_platform import theano_env  # noqa: E402,F401  (must come before theano)
 
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -339,7 +339,7 @@ def reference_cases():
 
 def cpu_reference(path, seeds):
     """Every case's outputs on the CPU (this process), saved to path (.npz)."""
-    from machinery import fast_ops
+    from theano_platform import fast_ops
     arrays = {}
     for name in reference_cases():
         graphs = (fast_ops.original_graph() if theano.config.floatX == 'float64'

@@ -27,7 +27,7 @@ from machinery import cli  # noqa: E402  (first: without .venv, one line, machin
 
 import numpy as np  # noqa: E402
 
-from machinery import theano_env  # noqa: E402
+from theano_platform import theano_env  # noqa: E402
 from demo import demo  # noqa: E402
 from machinery.text_io import read_lines  # noqa: E402
 from machinery.training_log import LogReader, log_path  # noqa: E402

@@ -36,7 +36,7 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     theano_env.configure(allow_gc=False)   # as nmt.py: faster training steps
 
@@ -55,8 +55,8 @@ import nmt_model
 from machinery import vocab
 from build_dictionary import build_dictionary
 from data_iterator import MonolingualIterator, prepare_monolingual
-from machinery.model_io import (file_as_named_or_beside, load_dictionary, load_options,
-                                load_params, save_dictionary)
+from machinery.model_io import file_as_named_or_beside, load_options, load_params
+from machinery.vocab import load_dictionary, save_dictionary
 from machinery.option_schema import (ARCHITECTURE, DICTIONARIES, INPUTS, RUN, Option,
                                      OptionSchema)
 from optimizers import OPTIMIZER_OPTIONS

@@ -28,7 +28,7 @@ import sys
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 if __name__ == '__main__':
     theano_env.configure(allow_gc=False)
 
@@ -42,11 +42,13 @@ import theano.tensor as tensor
 
 from machinery import cli
 from language_model import lm
-from machinery import toy_corpus
+from demo import toy_language
 from machinery import vocab
 from build_dictionary import build_dictionary
 from data_iterator import prepare_monolingual
-from machinery.model_io import load_archive_extras, save_dictionary, write_json, write_text
+from machinery.model_io import load_archive_extras
+from machinery.output_files import write_json, write_text
+from machinery.vocab import save_dictionary
 from machinery.text_io import read_lines
 
 VARIANTS = OrderedDict([
@@ -67,7 +69,7 @@ def log(message):
 def write_corpus(out, n_train, n_dev, n_test, seed):
     """The target side of the toy corpus: out/{train,dev,test}.txt."""
     os.makedirs(out, exist_ok=True)
-    splits = toy_corpus.generate_corpus([('test', n_test), ('dev', n_dev),
+    splits = toy_language.generate_corpus([('test', n_test), ('dev', n_dev),
                                          ('train', n_train)], seed=seed)
     paths = {}
     for name, pairs in splits.items():
@@ -129,9 +131,9 @@ def agreement_sites(sentences):
     sites = []
     for n, line in enumerate(sentences):
         for pos, word in enumerate(vocab.words(line)):
-            if word in toy_corpus.TRG_FINITE:
-                stem, cls = toy_corpus.TRG_FINITE[word]
-                forms = [stem + c for c in toy_corpus.CLASSES]
+            if word in toy_language.TRG_FINITE:
+                stem, cls = toy_language.TRG_FINITE[word]
+                forms = [stem + c for c in toy_language.CLASSES]
                 sites.append((n, pos, forms, forms.index(word)))
     return sites
 
@@ -248,7 +250,7 @@ def plot(results, args, path):
             ylim=(min(all_ppl) - 0.3 * span, max(all_ppl) + 0.3 * span),
             ylabel='test perplexity (lower is better)', title='Test perplexity (each seed)')
     ppl.grid(axis='y', alpha=0.3)
-    agree.axhline(100. / len(toy_corpus.CLASSES), color='grey', linestyle='--',
+    agree.axhline(100. / len(toy_language.CLASSES), color='grey', linestyle='--',
                   label='chance')
     agree.set(xticks=x, xticklabels=list(groups), ylim=(0, 118),
               ylabel='% of verbs in the agreeing form',

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
-from machinery.model_io import atomic_write  # noqa: E402
+from machinery.output_files import atomic_write  # noqa: E402
 
 CJK_TEXT = re.compile('[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]')
 CJK_FONTS = ('WenQuanYi Micro Hei', 'WenQuanYi Zen Hei', 'Noto Sans CJK SC',

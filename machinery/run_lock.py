@@ -21,7 +21,7 @@ import os
 import weakref
 
 from machinery.cli import CommandError
-from machinery.model_io import remove_if_there, temporaries_of, write_error
+from machinery.output_files import remove_if_there, temporaries_of, write_error
 from machinery.training_state import checkpoint_names
 
 
@@ -97,7 +97,7 @@ def _unlock(fd, path):
 
 def remove_stale_temporaries(saveto):
     """The temporary files of a checkpoint or a snapshot (MODEL.iterN.npz,
-    .best_bleu, .current) that a kill cut short (model_io.atomic_write names
+    .best_bleu, .current) that a kill cut short (output_files.atomic_write names
     them '.NAME.XXXXXXXX.tmp'): whoever holds the lock owns them."""
     folder = os.path.dirname(os.path.abspath(saveto))
     stale = temporaries_of(r'(%s)(\.pkl|\.json)?' % '|'.join(

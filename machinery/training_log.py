@@ -5,7 +5,7 @@ nmt.py and language_model/lm.py append an event at each step of a run:
 
 * ``start``: the run began updating (``reloaded``: it resumed a checkpoint;
   ``workers``: the MPI workers; ``machine``: what its arithmetic depends on,
-  machinery/machine.py);
+  theano_platform/machine.py);
 * ``update`` (every ``dispFreq`` updates): ``cost``, ``updates_per_second``
   and ``words_per_second`` (since the run began, validations included),
   ``recent_updates_per_second`` and ``recent_words_per_second`` (since the
@@ -41,7 +41,7 @@ import sys
 import time
 
 from machinery.cli import CommandError
-from machinery.model_io import write_error
+from machinery.output_files import write_error
 from machinery.text_io import InputError, check_readable
 
 STOP_REASONS = ('finish_after', 'max_epochs', 'early_stop', 'bleu_early_stop',

@@ -11,7 +11,8 @@ import os
 import sys
 
 from machinery import vocab
-from machinery.model_io import check_distinct, check_model_kind, load_options
+from machinery.model_io import check_model_kind, load_options
+from machinery.output_files import check_distinct
 from machinery.option_schema import ARCHITECTURE, DICTIONARIES, SCHEDULE
 from machinery.text_io import InputError
 from machinery.training_state import (SNAPSHOT, check_no_run, resume_path, run_files,
@@ -42,7 +43,7 @@ def reloaded(schema, options, given, kind):
     """(model options, reloading): a copy of the run's ``options``, in
     which, when ``--reload`` finds the model file, the ARCHITECTURE options
     are the saved model's (kept_architecture); ``given``: the options given
-    on the command line; ``kind``: the command's kind of model (model_io),
+    on the command line; ``kind``: the command's kind of model (model_io.KIND_NAMES),
     which the saved one must be.  Without ``--reload`` (or ``--restart``) a
     model that holds a run is refused (training_state.check_no_run), and so
     is a model whose files would be one of the run's inputs."""

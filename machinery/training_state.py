@@ -26,8 +26,8 @@ from collections import OrderedDict
 
 import numpy
 
-from machinery.model_io import (Archive, atomic_savez, file_identity, load_archive_extras,
-                                save_options, write_error)
+from machinery.model_io import Archive, atomic_savez, load_archive_extras, save_options
+from machinery.output_files import file_identity, write_error
 from machinery.text_io import InputError
 from machinery.training_log import last_update, log_path
 

@@ -4,12 +4,17 @@ The one mapping the whole project uses: a word missing from the dictionary,
 or whose id is ``>= n_words`` when ``n_words > 0``, becomes 1 (UNK), as the
 original iterator and translate.py do; eos is 0.
 """
+import collections
 import hashlib
 import numbers
+import os
+import pickle
 import re
 
 import numpy
 
+from machinery.output_files import atomic_write_files, json_text
+from machinery.pickle_and_json import PY2_PROTOCOL, load_json, load_pickle
 from machinery.text_io import InputError
 
 EOS, UNK = 0, 1
@@ -112,3 +117,37 @@ def unigram_cost(log_probs, counts, n_sentences):
     and the previous words: the cost of a model that has learnt only word
     frequencies."""
     return float(-(numpy.asarray(counts) * log_probs).sum() / max(n_sentences, 1))
+
+
+def load_dictionary(path):
+    """Load a word -> id dictionary from a ``.json`` file or a pickle;
+    keys come back as str.  Its ids are checked (check_dictionary):
+    InputError naming the file and the entry."""
+    path = os.fspath(path)
+    if path.endswith('.json'):
+        d = load_json(path)
+    else:
+        d = load_pickle(path)
+    if not isinstance(d, dict):
+        raise InputError('%s: expected a dictionary word -> id, found %s'
+                         % (path, type(d).__name__))
+    check_dictionary(d, path)
+    return d
+
+
+def save_dictionary(word_to_id, pkl_path, json_path):
+    """Write a dictionary as a Python-2-readable pickle and as JSON.
+
+    The pickle holds an ``OrderedDict`` with UTF-8 ``bytes`` keys (Python 2
+    reads them as ``str``, the type its lookups use) and int values, protocol
+    2.  The JSON object lists the words in id order.
+    """
+    items = sorted(word_to_id.items(), key=lambda kv: int(kv[1]))
+    od = collections.OrderedDict()
+    for word, idx in word_to_id.items():
+        key = word.encode('utf-8') if isinstance(word, str) else bytes(word)
+        od[key] = int(idx)
+    text = json_text(collections.OrderedDict((w, int(i)) for w, i in items),
+                     ensure_ascii=False, indent=2)
+    atomic_write_files([(pkl_path, lambda f: pickle.dump(od, f, protocol=PY2_PROTOCOL), 'wb'),
+                        (json_path, lambda f: f.write(text), 'w')])

@@ -21,7 +21,7 @@ the items it takes.  No command hangs on its workers (docs/training.md,
 * the parent killed by SIGKILL: the kernel ends the workers (PDEATHSIG).
 
 The commands write their outputs when every result is in, through
-model_io's atomic writes: a stopped command leaves no output.
+output_files' atomic writes: a stopped command leaves no output.
 """
 import contextlib
 import ctypes

@@ -39,7 +39,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli
-from machinery.model_io import load_dictionary, write_json, write_text
+from machinery.output_files import write_json, write_text
+from machinery.vocab import load_dictionary
 from machinery.text_io import InputError, read_lines
 from pipeline import train_multi30k as m30k
 from pipeline.train_pair import _q, run

@@ -78,7 +78,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli
-from machinery import model_io
+from machinery import output_files
 from pipeline import preprocess
 from machinery.progress import ProgressLine
 from machinery.text_io import InputError, one_line
@@ -259,7 +259,7 @@ def fetch(source, name, target, checksum):
         os.chmod(part, 0o666 & ~current_umask())   # mkstemp made it 0600
         os.replace(part, target)
     finally:
-        model_io.remove_if_there(part)
+        output_files.remove_if_there(part)
 
 
 def copy_stream(source, name, out):

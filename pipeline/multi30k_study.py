@@ -28,7 +28,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli
-from machinery.model_io import load_json
+from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError
 from machinery.training_log import read_training_log
 from pipeline import train_multi30k as m30k
@@ -99,7 +99,7 @@ def score_ensemble(args, step):
     """The ensemble's translations of the test sets and their scores, into
     its folder's result.json."""
     import time
-    from machinery.model_io import write_json
+    from machinery.output_files import write_json
     missing = [m for m in step.info['models'] if not os.path.exists(m)]
     if missing:
         raise InputError('%s: no such model: the ensemble of %s needs every seed\'s run '
@@ -214,7 +214,7 @@ def calibrate(args):
 
 def seconds_per_run(args):
     """(estimated seconds of one run here, how it was estimated)."""
-    from machinery.machine import cpu_model
+    from theano_platform.machine import cpu_model
     here = [r['total_wall_seconds'] for r in finished_here(args.runs, cpu_model())
             if 'total_wall_seconds' in r]
     if here:

@@ -83,7 +83,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli
-from machinery import model_io
+from machinery import output_files, pickle_and_json, vocab
 from machinery.text_io import InputError, iter_lines
 from machinery.worker_processes import WorkerPool
 
@@ -198,7 +198,7 @@ def learn_bpe(counts, merges, codes_path):
                                 if w))
     out = io.StringIO()
     _learn(vocab, out, merges, is_dict=True)
-    model_io.write_text(codes_path, out.getvalue())
+    output_files.write_text(codes_path, out.getvalue())
 
 
 def bpe_vocabulary(codes_path, train_path, vocab_path, threshold):
@@ -210,7 +210,7 @@ def bpe_vocabulary(codes_path, train_path, vocab_path, threshold):
     for line in iter_lines(train_path):
         counts.update(segment(line).split())
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    model_io.write_text(vocab_path, ''.join('%s %d\n' % kv for kv in ranked))
+    output_files.write_text(vocab_path, ''.join('%s %d\n' % kv for kv in ranked))
     kept = set(unit for unit, count in counts.items() if count >= threshold)
     # subword-nmt takes an empty vocabulary for none at all (no unit would be
     # split); a unit that no text has keeps the set non-empty
@@ -342,7 +342,7 @@ def prepare_sets(args, paths, keep_tok):
     counts = check_inputs(args, paths)
     langs = (args.src_lang, args.trg_lang)
     outputs = output_names(args, paths, langs, keep_tok)
-    model_io.check_distinct([os.path.join(args.out, name) for name in outputs],
+    output_files.check_distinct([os.path.join(args.out, name) for name in outputs],
                             [path for files in paths.values() for path in files.values()])
     os.makedirs(args.out, exist_ok=True)
     stage = tempfile.mkdtemp(prefix='.preprocess-', dir=args.out)
@@ -446,7 +446,7 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
     for lang in langs:
         base = 'train.bpe.%s' % lang
         word_to_id, full_size = vocabulary_dictionary(tmp(base), args.vocab)
-        model_io.save_dictionary(word_to_id, tmp(base + '.pkl'), tmp(base + '.json'))
+        vocab.save_dictionary(word_to_id, tmp(base + '.pkl'), tmp(base + '.json'))
         dict_sizes[lang] = {'kept': len(word_to_id), 'types': full_size}
         _progress('dictionary %s: %d entries kept of %d (vocab %s)'
                   % (base, len(word_to_id), full_size, args.vocab or 'all'))
@@ -463,7 +463,7 @@ def _prepare_in(stage, args, paths, counts, langs, keep_tok):
                             if not (is_zh(l) or args.lowercase)},
         'inputs': paths,
     }
-    model_io.write_json(tmp(CONFIG_NAME), config, indent=2, ensure_ascii=False)
+    output_files.write_json(tmp(CONFIG_NAME), config, indent=2, ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------
@@ -478,7 +478,7 @@ def postprocess_mode(args):
         if not os.path.exists(path):
             raise InputError('%s: no such file (written by pipeline/preprocess.py '
                                   'prepare)' % path)
-        return model_io.load_json(path).get('zh_split', 'whitespace')
+        return pickle_and_json.load_json(path).get('zh_split', 'whitespace')
     return 'whitespace'
 
 

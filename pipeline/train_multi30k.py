@@ -55,7 +55,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 from machinery import cli
 from machinery import distributed
-from machinery.model_io import load_json, write_json, write_text
+from machinery.output_files import write_json, write_text
+from machinery.pickle_and_json import load_json
 from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, parse_with_extra, run
 from machinery.text_io import InputError, read_lines
 from machinery.training_log import read_training_log

@@ -39,7 +39,8 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from machinery import cli
-from machinery.model_io import load_json, write_json, write_text
+from machinery.output_files import write_json, write_text
+from machinery.pickle_and_json import load_json
 from pipeline.preprocess import BPE_MARKS
 from machinery.text_io import InputError, read_lines
 from machinery.training_log import log_path, readable_events

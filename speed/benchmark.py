@@ -10,7 +10,7 @@
     mpirun -np N python speed/benchmark.py allreduce [--floats F] [--repeats R]
 
 train      compiles the model that ``nmt.train`` trains, with its class
-           (nmt_training.CompiledModel: the C ops of machinery/fast_ops.py,
+           (nmt_training.CompiledModel: the C ops of theano_platform/fast_ops.py,
            adadelta fused into one Theano function, ``allow_gc=False``; the
            function cache off) and times N updates on random batches (ids
            uniform over the vocabulary, source and target lengths uniform in
@@ -94,10 +94,10 @@ if any(a == '--profile' or a.startswith('--profile=') for a in sys.argv[1:]):
     # Theano's profiler times GPU ops only when CUDA launches them
     # synchronously, which the driver reads as the device starts
     os.environ.setdefault('CUDA_LAUNCH_BLOCKING', '1')
-from machinery import theano_env  # noqa: F401  (must come before theano)
+from theano_platform import theano_env  # noqa: F401  (must come before theano)
 from machinery import cli
-from machinery import machine
-from machinery import module_compiles
+from theano_platform import machine
+from theano_platform import module_compiles
 from machinery.progress import seconds_left
 
 import json
@@ -296,7 +296,7 @@ def compile_training(options, style, tparams=None, mode=None):
 def trainers_model(options):
     """nmt_training.CompiledModel of a fresh model with ``options``, as
     nmt.py builds it (compiled: the function cache is off)."""
-    from machinery import function_cache
+    from theano_platform import function_cache
     import nmt_training
     os.environ[function_cache.VARIABLE] = 'off'
     return nmt_training.CompiledModel(options, options, reloading=False)
@@ -306,7 +306,7 @@ def original_style_model(options, tparams, mode):
     """The training functions as the original code built them (Theano's
     own ops, Adadelta's two functions) over ``tparams`` (None: fresh ones)."""
     import types
-    from machinery import fast_ops
+    from theano_platform import fast_ops
     import nmt_model
     import optimizers
     from layers import init_tparams

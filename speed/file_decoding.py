@@ -28,7 +28,7 @@ def _translate_batches(translator, batches, processes):
     found = {}
     if processes > 1:
         import multiprocessing
-        from machinery import theano_env
+        from theano_platform import theano_env
         _FORKED['translator'] = translator
         with multiprocessing.get_context('fork').Pool(
                 processes, theano_env.limit_threads, (1,)) as pool:
@@ -45,10 +45,10 @@ def ours(models, lines, source_dict, target_dict, beam, batch_size, processes=1)
     search (in several processes: forked once the functions are compiled,
     the forks counted in the seconds); the best hypothesis by
     length-normalised score (translate.py -n); models: decoding.load_models'."""
-    from machinery import model_io, vocab
+    from machinery import vocab
     from translation import decoding
     options = models[0][1]
-    words = model_io.load_dictionary(source_dict)
+    words = vocab.load_dictionary(source_dict)
     sources = [vocab.sentence_ids(line, words, options['n_words_src']) for line in lines]
     idict = decoding.target_id_to_word(target_dict, options['n_words'])
     start = time.time()
@@ -65,7 +65,7 @@ def ours(models, lines, source_dict, target_dict, beam, batch_size, processes=1)
 
 def marians(options, params, lines, source_dict, target_dict, beam, mini_batches, threads):
     """{mini-batch: Marian's figures and translations} on the same model."""
-    from machinery import model_io
+    from machinery import vocab
     from speed import marian
     runs = OrderedDict()
     with tempfile.TemporaryDirectory(prefix='marian-decode-') as work:
@@ -74,7 +74,7 @@ def marians(options, params, lines, source_dict, target_dict, beam, mini_batches
         vocabs = [os.path.join(work, name) for name in ('source.json', 'target.json')]
         for path, dictionary, n in zip(vocabs, (source_dict, target_dict),
                                        (options['n_words_src'], options['n_words'])):
-            marian.write_json_vocabulary(path, model_io.load_dictionary(dictionary), n)
+            marian.write_json_vocabulary(path, vocab.load_dictionary(dictionary), n)
         source = os.path.join(work, 'source.txt')
         with open(source, 'w', encoding='utf-8') as f:
             f.write(''.join(line + '\n' for line in lines))

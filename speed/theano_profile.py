@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 from theano.scan.op import Scan
 
-from machinery.model_io import atomic_write
+from machinery.output_files import atomic_write
 
 
 def profiled_functions(fn, label=None):

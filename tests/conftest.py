@@ -26,7 +26,7 @@ for _p in (ROOT, HERE):
 for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
     os.environ.setdefault(_var, '1')
 
-from machinery import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
+from theano_platform import theano_env  # noqa: E402,F401  (must precede the first ``import theano``)
 
 # Test files whose every test trains a model, starts MPI workers or runs every
 # decoder on OpenCL: minutes each on 2 cores.  They are marked slow, so that

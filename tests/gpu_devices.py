@@ -7,7 +7,7 @@ README's test command runs: on CI the GPU tests run on OpenCL, never skipped.
 import importlib.util
 import os
 
-from machinery import theano_env
+from theano_platform import theano_env
 from gpu import libraries
 
 # the Theano device of each kind

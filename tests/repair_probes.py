@@ -57,7 +57,7 @@ def _numpy_as_newer_releases():
 
 
 _numpy_as_newer_releases()
-from machinery import theano_env  # noqa: E402,F401  (must come before theano)
+from theano_platform import theano_env  # noqa: E402,F401  (must come before theano)
 
 import numpy as np  # noqa: E402
 import theano  # noqa: E402
@@ -154,7 +154,7 @@ def probe_external_op_version():
     """The version of an op whose C code comes from files (DimShuffle) is the
     same in another process (Python salts str hashes per process)."""
     import subprocess
-    code = ('from machinery import theano_env\n'
+    code = ('from theano_platform import theano_env\n'
             'from theano.tensor.elemwise import DimShuffle\n'
             'print(DimShuffle((False,), ["x", 0]).c_code_cache_version())')
     versions = set()
@@ -170,7 +170,7 @@ def probe_stable_gpu_sources():
     flag) has the same name in another process, so that two processes
     compiling its module write the same source."""
     import subprocess
-    code = ('from machinery import theano_env\n'
+    code = ('from theano_platform import theano_env\n'
             'from theano.gpuarray.basic_ops import GpuAlloc\n'
             'print(GpuAlloc(None).params_type.name)')
     env = theano_env.device_env('cpu')     # the classes alone: no device needed
@@ -187,7 +187,7 @@ def _unique_modules(count):
     """A function of count C modules that no cache holds, made: the libraries
     it compiled and module_compiles' counts."""
     import glob
-    from machinery import module_compiles
+    from theano_platform import module_compiles
     from unversioned_op import UnversionedCopy
     x = tensor.matrix('x')
     before = set(glob.glob(os.path.join(theano.config.compiledir, 'tmp*', '*.so')))

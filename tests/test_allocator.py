@@ -13,7 +13,7 @@ from helpers import ROOT
 CYCLES = """import resource, sys, numpy
 sys.path.insert(0, sys.argv[1])
 if sys.argv[2] == 'keep':
-    from machinery import allocator
+    from theano_platform import allocator
     assert allocator.keep_freed_memory()
 def update():
     # an update's arrays: 4 MB, 12 MB, 1 MB, 8 MB, written and freed

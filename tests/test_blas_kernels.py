@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from machinery import theano_env
+from theano_platform import theano_env
 
 AVX512 = {'avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512dq'}
 
@@ -49,7 +49,7 @@ def test_the_linked_openblas_runs_modern_kernels_here():
     if library is None or theano_env.openblas_core_for(theano_env.cpu_flags()) is None:
         pytest.skip('no OpenBLAS linked, or a CPU without AVX2')
     env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_CORETYPE'}
-    script = ('import sys; from machinery import theano_env; '
+    script = ('import sys; from theano_platform import theano_env; '
               'print(theano_env.openblas_corename(sys.argv[1]))')
     out = subprocess.run([sys.executable, '-c', script, library], env=env,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -58,8 +58,8 @@ def test_the_linked_openblas_runs_modern_kernels_here():
 
 
 def test_the_machine_description_reads_the_cpu(tmp_path):
-    """machinery/machine.py: the model name and the widest vector unit."""
-    from machinery import machine
+    """theano_platform/machine.py: the model name and the widest vector unit."""
+    from theano_platform import machine
     info = tmp_path / 'cpuinfo'
     info.write_text('processor\t: 0\nmodel name\t: AMD EPYC 9654\nflags\t\t: avx2\n')
     assert machine.cpu_model(str(info)) == 'AMD EPYC 9654'
@@ -80,7 +80,7 @@ def test_the_linked_library_is_found_in_the_link_flags():
 def test_the_machine_description_names_the_kernels_in_use():
     """The kernels the training log records are those of the OpenBLAS that
     Theano links, as theano_env chose them (here, in this process)."""
-    from machinery import machine
+    from theano_platform import machine
     flags = theano_env._blas_ldflags()
     if '-lopenblas' not in flags.split():
         pytest.skip('no OpenBLAS linked')

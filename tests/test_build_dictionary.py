@@ -8,7 +8,7 @@ import pytest
 
 from helpers import ROOT, run_command
 import build_dictionary as bd  # noqa: E402
-from machinery import model_io  # noqa: E402
+from machinery import vocab  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, 'build_dictionary.py')
 
@@ -85,7 +85,7 @@ def test_cli_writes_pkl_and_json(tmp_path):
     out = run_cli(p1, p2)
     assert out.returncode == 0, out.stderr
     assert out.stdout == ''
-    d1 = model_io.load_dictionary(p1 + '.pkl')
+    d1 = vocab.load_dictionary(p1 + '.pkl')
     assert list(d1.items()) == [('eos', 0), ('UNK', 1), ('b', 2), ('a', 3)]
     with open(p2 + '.json', encoding='utf-8') as f:
         assert json.load(f) == {'eos': 0, 'UNK': 1, 'caf\u00e9': 2}

@@ -48,7 +48,7 @@ def test_training_log_holds_every_step(workdir):
             pytest.approx(list(f['history_errs']))
     assert events[-2]['reason'] == 'finish_after' and events[-1]['valid_cost'] > 0
     assert all(e['updates_per_second'] > 0 for e in events if e['event'] == 'update')
-    # what the run's arithmetic depends on (machinery/machine.py)
+    # what the run's arithmetic depends on (theano_platform/machine.py)
     assert events[0]['workers'] == 1
     assert events[0]['machine']['vector_unit'] in ('avx512', 'avx2', 'avx', 'sse')
     assert events[0]['machine']['device'] == 'cpu' and events[0]['machine']['cores'] >= 1

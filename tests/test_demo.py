@@ -11,7 +11,7 @@ DEMO = os.path.join(ROOT, 'demo', 'demo.py')
 
 from demo import demo  # noqa: E402
 from demo import report  # noqa: E402
-from machinery import toy_corpus  # noqa: E402
+from demo import toy_language  # noqa: E402
 from demo.convergence import ConvergenceRule  # noqa: E402
 from machinery.stop_requests import stop_path  # noqa: E402
 from machinery.training_log import log_path  # noqa: E402
@@ -133,24 +133,24 @@ def test_training_failure_is_the_runs_error_line(tmp_path):
 
 # ---------------------------------------------------------------- distance bins
 def test_distance_bins():
-    assert [toy_corpus.distance_bin(d) for d in (2, 3, 4, 5, 7, 8, 10, 11, None)] == \
+    assert [toy_language.distance_bin(d) for d in (2, 3, 4, 5, 7, 8, 10, 11, None)] == \
         [None, '3-4', '3-4', '5-7', '5-7', '8-10', '8-10', None, None]
     assert [report.site_distances(r) for r in REF] == [[3], [5]]
-    assert toy_corpus.clause_distance('un voyin la pismo'.split()) is None
+    assert toy_language.clause_distance('un voyin la pismo'.split()) is None
 
 
 def test_agreement_by_distance():
     wrong = REF[1].replace('risova', 'risovo')
-    by = toy_corpus.agreement_by_distance(SRC, [REF[0], wrong], REF)
+    by = toy_language.agreement_by_distance(SRC, [REF[0], wrong], REF)
     assert list(by) == ['3-4', '5-7', '8-10']
     assert (by['3-4']['sites'], by['3-4']['correct'], by['3-4']['accuracy']) == (1, 1, 1.0)
     assert (by['5-7']['sites'], by['5-7']['correct'], by['5-7']['missing']) == (1, 0, 0)
     assert by['8-10']['sites'] == 0 and by['8-10']['accuracy'] == 0.0
     # a site missing in the hypothesis is counted in the reference's bin
-    by = toy_corpus.agreement_by_distance(SRC, ['.', REF[1]], REF)
+    by = toy_language.agreement_by_distance(SRC, ['.', REF[1]], REF)
     assert by['3-4']['missing'] == 1 and by['5-7']['correct'] == 1
     with pytest.raises(ValueError):
-        toy_corpus.agreement_by_distance(SRC, REF, REF[:1])
+        toy_language.agreement_by_distance(SRC, REF, REF[:1])
 
 
 def test_examples_show_errors_first():

@@ -18,7 +18,8 @@ import subprocess
 import numpy
 import pytest
 
-from machinery import distributed, theano_env
+from machinery import distributed
+from theano_platform import theano_env
 from data_parallel import parameter_groups, share_bounds
 from gpu_devices import DEVICES, why_not
 from tiny_runs import NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, log_events, make_corpus

@@ -196,14 +196,14 @@ def repair_names(patterns):
     """The repairs of theano_repairs.REPAIRS that each name or pattern
     ('lifters_take_fgraph_*') stands for: {pattern: [names]}."""
     import fnmatch
-    from machinery import theano_repairs
+    from theano_platform import theano_repairs
     names = [r.name for r in theano_repairs.REPAIRS]
     return {p: fnmatch.filter(names, p) for p in patterns}
 
 
 def check_named_repairs(patterns, where, every=False):
     """Each pattern names a repair; with ``every``, each repair is named."""
-    from machinery import theano_repairs
+    from theano_platform import theano_repairs
     found = repair_names(patterns)
     unknown = sorted(p for p, names in found.items() if not names)
     assert not unknown, '%s names repairs that theano_repairs.REPAIRS has not: %s' % (
@@ -216,7 +216,7 @@ def check_named_repairs(patterns, where, every=False):
 
 def test_the_repair_table_of_gpu_md_is_the_list_of_repairs():
     """docs/gpu.md's table has a row for every repair of
-    machinery/theano_repairs.py, and no row for one that is not there."""
+    theano_platform/theano_repairs.py, and no row for one that is not there."""
     with open(os.path.join(DOCS, 'gpu.md'), encoding='utf-8') as f:
         text = f.read()
     table = text[text.index('| repair | what goes wrong without it |'):]

@@ -11,7 +11,7 @@ from helpers import ROOT
 import theano  # noqa: E402
 import theano.tensor as tensor  # noqa: E402
 
-from machinery import fast_ops  # noqa: E402
+from theano_platform import fast_ops  # noqa: E402
 import layers  # noqa: E402
 
 MODES = ('FAST_RUN', 'FAST_COMPILE')    # C code, and the NumPy perform()
@@ -490,9 +490,9 @@ def test_threads_default_to_every_core_and_workers_limit_them():
     import os
     import subprocess
     import sys
-    from machinery import theano_env
+    from theano_platform import theano_env
     env = {k: v for k, v in os.environ.items() if k not in theano_env.THREAD_VARIABLES}
-    code = ('import os; from machinery import theano_env; print(",".join(os.environ[v] '
+    code = ('import os; from theano_platform import theano_env; print(",".join(os.environ[v] '
             'for v in theano_env.THREAD_VARIABLES))')
     out = subprocess.run([sys.executable, '-c', code], env=env, cwd=ROOT,
                          capture_output=True, text=True, check=True)

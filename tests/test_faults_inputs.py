@@ -19,7 +19,7 @@ import numpy
 import pytest
 
 from helpers import error_line
-from machinery import model_io, training_options, vocab
+from machinery import training_options, vocab, output_files, text_io
 from machinery.training_state import resume_path, save_model
 from tiny_runs import NMT, ROOT, TRAIN_FLAGS, case_copy, make_corpus, run, write
 
@@ -45,7 +45,7 @@ def master(tmp_path_factory):
     options = nmt.fill_options(dict(dim_word=4, dim=5, n_words_src=7, n_words=7,
                                     use_dropout=True, saveto='m.npz'))
     options['dictionary_digests'] = [
-        vocab.dictionary_digest(model_io.load_dictionary(str(d / name)))
+        vocab.dictionary_digest(vocab.load_dictionary(str(d / name)))
         for name in ('train.src.pkl', 'train.trg.json')]
     params = nmt.init_params(options)
     save_model(str(d / 'm.npz'), params, [], 4, options)
@@ -234,8 +234,8 @@ def test_reload_compares_contents_not_paths(case, capsys):
     """The digests (training_options.record_dictionaries): a dictionary moved
     or saved in the other format is the same; one with another id is not;
     options of a model saved before the digests: one line, no check."""
-    pkl = model_io.load_dictionary(str(case / 'train.trg.pkl'))
-    json_copy = model_io.load_dictionary(str(case / 'train.trg.json'))
+    pkl = vocab.load_dictionary(str(case / 'train.trg.pkl'))
+    json_copy = vocab.load_dictionary(str(case / 'train.trg.json'))
     recorded = {'saveto': 'm.npz', 'dictionary_digests': [vocab.dictionary_digest(pkl)]}
     training_options.record_dictionaries(recorded, [json_copy], ['moved.json'], True)
     json_copy['x'] = 99
@@ -314,7 +314,7 @@ def test_preprocess_output_that_is_an_input(case):
 def test_check_outputs_tells_two_outputs_apart(tmp_path):
     """Two outputs that name one file (neither there yet): the second is refused."""
     (tmp_path / 'b').mkdir()
-    with pytest.raises(model_io.InputError, match='b/../out.txt: is another output of this '
+    with pytest.raises(text_io.InputError, match='b/../out.txt: is another output of this '
                                                   'command'):
-        model_io.check_outputs([str(tmp_path / 'out.txt'), str(tmp_path / 'b/../out.txt')])
+        output_files.check_outputs([str(tmp_path / 'out.txt'), str(tmp_path / 'b/../out.txt')])
     assert os.listdir(str(tmp_path)) == ['b']

@@ -1,4 +1,4 @@
-"""The function cache (machinery/function_cache.py): a run whose graphs an
+"""The function cache (theano_platform/function_cache.py): a run whose graphs an
 earlier run compiled loads them, trains to the same numbers as a run that
 compiles them, and a bundle that cannot be used costs a compile, never a
 wrong run."""
@@ -9,10 +9,10 @@ import zlib
 import numpy
 import pytest
 
-from machinery import theano_env  # noqa: F401  (before theano)
+from theano_platform import theano_env  # noqa: F401  (before theano)
 import theano
 
-from machinery import function_cache
+from theano_platform import function_cache
 import tiny_runs
 
 LOADED = 'Compiled functions from the cache'

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import pytest
 
-from machinery import theano_env
+from theano_platform import theano_env
 from conftest import CONFIGS, FULL, HERE
 from gpu_devices import DEVICES, why_not
 from gpu import check
@@ -183,7 +183,7 @@ def test_side_by_side_opencl_processes_never_share_a_pocl_cache(tmp_path):
     """theano_env.pocl_cache_slot: a process holds its slot for its life;
     one beside it takes the next, one after it the same again."""
     root = str(tmp_path / 'pocl')
-    code = ('import sys; from machinery import theano_env; print(theano_env.pocl_cache_slot(sys.argv[1]),'
+    code = ('import sys; from theano_platform import theano_env; print(theano_env.pocl_cache_slot(sys.argv[1]),'
             ' flush=True); sys.stdin.read()')
 
     def holder():
@@ -208,7 +208,7 @@ def test_a_device_that_does_not_come_up_is_one_error_line(kind):
     would go on on the CPU; the check after 'import theano' (an after-import
     hook of theano_repairs) stops with one line and status 1."""
     device = {'opencl': 'opencl0:9', 'cuda': 'cuda9'}[kind]
-    code = 'from machinery import theano_env; import theano; print("went on")'
+    code = 'from theano_platform import theano_env; import theano; print("went on")'
     proc = subprocess.run([sys.executable, '-c', code],
                           env=theano_env.device_env(device), cwd=os.path.dirname(HERE),
                           capture_output=True, text=True, timeout=300)

@@ -10,7 +10,7 @@ from helpers import HERE, PY, ROOT
 from test_docs import project_files
 
 # folders of library modules, not commands
-NOT_COMMANDS = ('machinery', 'tests')
+NOT_COMMANDS = ('machinery', 'theano_platform', 'tests')
 
 
 def commands():

@@ -300,7 +300,8 @@ def workdir(tmp_path_factory):
 
 
 def test_training_writes_model_dictionary_and_history(workdir):
-    from machinery.model_io import load_dictionary, load_options
+    from machinery.model_io import load_options
+    from machinery.vocab import load_dictionary
     with np.load(workdir / 'full.npz') as f:
         assert int(f['uidx']) == 8 and len(f['history_errs']) == 2
     opts = load_options(str(workdir / 'full.npz'))

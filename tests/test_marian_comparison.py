@@ -124,7 +124,7 @@ def test_benchmark_compares_each_of_ours_with_each_of_marians_ways(monkeypatch):
 def test_marian_gets_this_process_threads(monkeypatch):
     """--threads (OMP_NUM_THREADS) when given, else every core, as BLAS."""
     from speed import benchmark
-    from machinery import theano_env
+    from theano_platform import theano_env
     monkeypatch.setenv('OMP_NUM_THREADS', '3')
     assert benchmark.process_threads() == 3
     monkeypatch.delenv('OMP_NUM_THREADS')
@@ -164,11 +164,11 @@ def _tiny_model(directory, decoder=None, eos_bias=0.5, noise=0.3):
     """A random model with its dictionaries, written as nmt.py writes one
     (its weights and eos bias chosen so that most translations end, at
     different lengths)."""
-    from machinery import model_io
+    from machinery import vocab
     from machinery.training_state import save_model
     for name, words in (('src', 'a b c d e f g h'), ('trg', 'p q r s t u v w x y z')):
         mapping = {w: i for i, w in enumerate(['<eos>', 'UNK'] + words.split())}
-        model_io.save_dictionary(mapping, str(directory / (name + '.pkl')),
+        vocab.save_dictionary(mapping, str(directory / (name + '.pkl')),
                                  str(directory / (name + '.json')))
     options = nmt.fill_options(dict(dim_word=8, dim=8, n_words_src=10, n_words=13,
                                     dictionaries=['src.pkl', 'trg.pkl'],

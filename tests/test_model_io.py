@@ -13,7 +13,7 @@ import warnings
 import numpy
 import pytest
 
-from machinery import model_io
+from machinery import model_io, output_files, pickle_and_json, vocab
 from machinery.text_io import InputError
 
 
@@ -88,7 +88,7 @@ def test_hand_assembled_py2_dictionary_matches_python2_bytes():
 @pytest.mark.parametrize('data', [PY2_DICT_P2, PY2_DICT_P0],
                          ids=['protocol2', 'protocol0'])
 def test_load_python2_dictionary(tmp_path, data):
-    d = model_io.load_dictionary(write(tmp_path / 'vocab.pkl', data))
+    d = vocab.load_dictionary(write(tmp_path / 'vocab.pkl', data))
     assert isinstance(d, collections.OrderedDict)
     assert list(d.items()) == EXPECTED_DICT
     assert all(type(k) is str for k in d)
@@ -128,7 +128,7 @@ def test_load_pickle_latin1_fallback_and_nesting(tmp_path):
     obj = {b'k': (b'\xff\xfe', [b'caf\xc3\xa9', 3]),
            b'od': collections.OrderedDict([(b'b', 1), (b'a', 2)])}
     p = write(tmp_path / 'x.pkl', pickle.dumps(obj, protocol=2))
-    out = model_io.load_pickle(p)
+    out = pickle_and_json.load_pickle(p)
     assert out['k'] == ('\u00ff\u00fe', ['caf\u00e9', 3])
     assert isinstance(out['od'], collections.OrderedDict)
     assert list(out['od'].items()) == [('b', 1), ('a', 2)]
@@ -137,7 +137,7 @@ def test_load_pickle_latin1_fallback_and_nesting(tmp_path):
 def test_load_python3_pickle(tmp_path):
     d = collections.OrderedDict([('eos', 0), ('UNK', 1), ('\u4e2d', 2)])
     p = write(tmp_path / 'v.pkl', pickle.dumps(d, protocol=4))
-    assert list(model_io.load_dictionary(p).items()) == list(d.items())
+    assert list(vocab.load_dictionary(p).items()) == list(d.items())
 
 
 # --------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_save_dictionary_pickle_is_python2_compatible(tmp_path):
     d = collections.OrderedDict([('eos', 0), ('UNK', 1), ('caf\u00e9', 2),
                                  ('', 3), ('x', 4)])
     pkl, js = str(tmp_path / 'v.pkl'), str(tmp_path / 'v.json')
-    model_io.save_dictionary(d, pkl, js)
+    vocab.save_dictionary(d, pkl, js)
     with open(pkl, 'rb') as f:
         data = f.read()
     ops = list(pickletools.genops(data))
@@ -164,20 +164,20 @@ def test_save_dictionary_pickle_is_python2_compatible(tmp_path):
     assert list(raw.items()) == [(b'eos', 0), (b'UNK', 1),
                                  (b'caf\xc3\xa9', 2), (b'', 3), (b'x', 4)]
     assert all(type(v) is int for v in raw.values())
-    assert list(model_io.load_dictionary(pkl).items()) == list(d.items())
+    assert list(vocab.load_dictionary(pkl).items()) == list(d.items())
 
 
 def test_save_dictionary_json_in_id_order(tmp_path):
     d = {'b': 3, 'eos': 0, 'caf\u00e9': 2, 'UNK': 1}
     pkl, js = str(tmp_path / 'v.pkl'), str(tmp_path / 'v.json')
-    model_io.save_dictionary(d, pkl, js)
+    vocab.save_dictionary(d, pkl, js)
     with open(js, encoding='utf-8') as f:
         text = f.read()
     assert 'caf\u00e9' in text                      # ensure_ascii=False
     loaded = json.loads(text, object_pairs_hook=collections.OrderedDict)
     assert list(loaded.items()) == [('eos', 0), ('UNK', 1), ('caf\u00e9', 2),
                                     ('b', 3)]
-    assert model_io.load_dictionary(js) == d
+    assert vocab.load_dictionary(js) == d
 
 
 @pytest.mark.parametrize('name,content,fragment', [
@@ -194,7 +194,7 @@ def test_load_dictionary_errors(tmp_path, name, content, fragment):
     if content is not None:
         write(path, content)
     with pytest.raises(InputError) as e:
-        model_io.load_dictionary(str(path))
+        vocab.load_dictionary(str(path))
     msg = str(e.value)
     assert str(path) in msg and fragment in msg and '\n' not in msg
 
@@ -268,7 +268,7 @@ def test_atomic_write_failure_leaves_nothing(tmp_path):
         raise RuntimeError('boom')
 
     with pytest.raises(RuntimeError):
-        model_io.atomic_write(str(target), fail)
+        output_files.atomic_write(str(target), fail)
     assert not target.exists()
     assert os.listdir(str(tmp_path)) == []
 
@@ -282,14 +282,14 @@ def test_atomic_write_failure_keeps_old_file(tmp_path):
         raise ValueError('boom')
 
     with pytest.raises(ValueError):
-        model_io.atomic_write(str(target), fail, mode='w')
+        output_files.atomic_write(str(target), fail, mode='w')
     assert target.read_text() == 'old'
     assert os.listdir(str(tmp_path)) == ['out.txt']
 
 
 def test_atomic_write_text_and_mode(tmp_path):
     target = tmp_path / 'out.txt'
-    model_io.atomic_write(str(target), lambda f: f.write('caf\u00e9\n'), 'w')
+    output_files.atomic_write(str(target), lambda f: f.write('caf\u00e9\n'), 'w')
     assert target.read_bytes() == b'caf\xc3\xa9\n'
     umask = os.umask(0)
     os.umask(umask)
@@ -307,7 +307,7 @@ def test_atomic_write_to_a_pipe_writes_into_it(tmp_path):
     reader = threading.Thread(target=lambda: got.append(open(fifo, 'rb').read()),
                               daemon=True)
     reader.start()
-    model_io.atomic_write(fifo, lambda f: f.write('caf\u00e9\n'), 'w')
+    output_files.atomic_write(fifo, lambda f: f.write('caf\u00e9\n'), 'w')
     reader.join(timeout=10)
     assert got == [b'caf\xc3\xa9\n']
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(str(tmp_path)) == ['pipe']
@@ -405,7 +405,7 @@ def test_python2_reads_what_we_write(tmp_path):
     d = collections.OrderedDict([('eos', 0), ('UNK', 1), ('caf\u00e9', 2),
                                  ('', 3), ('x', 4)])
     pkl = str(tmp_path / 'v.pkl')
-    model_io.save_dictionary(d, pkl, str(tmp_path / 'v.json'))
+    vocab.save_dictionary(d, pkl, str(tmp_path / 'v.json'))
     model = str(tmp_path / 'model.npz')
     model_io.save_options({'dim': 16, 'encoder': 'gru', 'lrate': 0.5,
                            'datasets': ['a', 'b'], 'use_dropout': False},

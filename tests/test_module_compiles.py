@@ -1,4 +1,4 @@
-"""machinery/module_compiles.py: Theano's C modules compiled ahead, several at a
+"""theano_platform/module_compiles.py: Theano's C modules compiled ahead, several at a
 time, with their common headers precompiled, and still the same code.
 
 That the repairs act at all (and fail without them) is shown by the probes
@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from machinery import module_compiles
+from theano_platform import module_compiles
 
 
 def _compile_recorded(monkeypatch):

@@ -1,8 +1,8 @@
-"""The n-best format (machinery/nbest.py) and unknown-word replacement (machinery/unk_replace.py)."""
+"""The n-best format (translation/nbest.py) and unknown-word replacement (translation/unk_replace.py)."""
 import pytest
 
-from machinery import nbest
-from machinery import unk_replace
+from translation import nbest
+from translation import unk_replace
 from machinery.text_io import InputError
 
 

@@ -11,7 +11,7 @@ import numpy_reference as ref
 import theano  # noqa: E402
 import theano.tensor as tensor  # noqa: E402
 
-from machinery import fast_ops, recurrent_ops  # noqa: E402
+from theano_platform import fast_ops, recurrent_ops  # noqa: E402
 import layers  # noqa: E402
 
 MODES = ('FAST_RUN', 'FAST_COMPILE')    # C code, and the NumPy perform()

@@ -1,5 +1,5 @@
 """theano_flags: the one place where a THEANO_FLAGS string is read and edited."""
-from machinery import theano_flags
+from theano_platform import theano_flags
 
 
 def test_parse_takes_the_last_and_both_spellings():

@@ -1,4 +1,4 @@
-"""Every repair of machinery/theano_repairs.py is needed, and together they work.
+"""Every repair of theano_platform/theano_repairs.py is needed, and together they work.
 
 The probes (tests/repair_probes.py) run in child processes on the CPU and on
 an OpenCL device (the CPU's, through pocl: ``bash setup.sh --opencl``), with
@@ -16,8 +16,8 @@ import traceback
 import numpy as np
 import pytest
 
-from machinery import theano_env
-from machinery import theano_repairs
+from theano_platform import theano_env
+from theano_platform import theano_repairs
 from conftest import HERE
 from gpu_devices import DEVICES, why_not
 

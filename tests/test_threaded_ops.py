@@ -6,7 +6,7 @@ import pytest
 import theano  # noqa: E402
 import theano.tensor as tensor  # noqa: E402
 
-from machinery import threaded_ops  # noqa: E402
+from theano_platform import threaded_ops  # noqa: E402
 from test_fast_ops import _omp_set_num_threads  # noqa: E402
 
 

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from helpers import ROOT, error_line, run_command
-from machinery import toy_corpus as tc  # noqa: E402
+from demo import toy_language as tc  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "demo", "toy_corpus.py")
 SPLITS = ("train", "dev", "test")

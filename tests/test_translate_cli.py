@@ -38,13 +38,13 @@ def _save_model(path, decoder, seed, n_words=8, unk_bias=0., dictionaries=None):
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory):
     sys.path.insert(0, ROOT)
-    from machinery import model_io
+    from machinery import vocab
     d = tmp_path_factory.mktemp('translate')
     for name, words in (('src', SRC_WORDS), ('trg', TRG_WORDS)):
         mapping = {w: i for i, w in enumerate(['<eos>', 'UNK'] + words)}
-        model_io.save_dictionary(mapping, str(d / (name + '.pkl')), str(d / (name + '.json')))
+        vocab.save_dictionary(mapping, str(d / (name + '.pkl')), str(d / (name + '.json')))
     other = {w: i for i, w in enumerate(['<eos>', 'UNK'] + TRG_WORDS[::-1])}
-    model_io.save_dictionary(other, str(d / 'other.pkl'), str(d / 'other.json'))
+    vocab.save_dictionary(other, str(d / 'other.pkl'), str(d / 'other.json'))
     _save_model(d / 'base.npz', dict(decoder='gru_cond'), 1)
     _save_model(d / 'att.npz', dict(decoder='gru_cond_att'), 2)
     _save_model(d / 'res.npz', dict(decoder='gru_cond_residual'), 3)

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from helpers import PY, ROOT, default_signals, run_command
-from machinery import theano_flags
+from theano_platform import theano_flags
 
 NMT = os.path.join(ROOT, 'nmt.py')
 

@@ -14,10 +14,10 @@ nmt_training.py and the benchmarks (speed/) decode through here.
 import sys
 from collections import namedtuple
 
-from machinery import theano_env
+from theano_platform import theano_env
 from machinery import distributed
 from machinery import model_io
-from machinery import unk_replace
+from translation import unk_replace
 from machinery import vocab
 from machinery.text_io import InputError
 from machinery.worker_processes import WorkerPool
@@ -52,7 +52,7 @@ def _named_dictionaries(path, options):
     found = [model_io.file_as_named_or_beside(name, path) for name in names]
     if None in found:
         return None
-    return [model_io.load_dictionary(f) for f in found]
+    return [vocab.load_dictionary(f) for f in found]
 
 
 def check_same_vocabularies(models):
@@ -84,7 +84,7 @@ def check_same_vocabularies(models):
 def target_id_to_word(dict_trg, n_words):
     """id -> word of the target dictionary; ids below n_words it lacks are
     written as UNK (with a warning)."""
-    idict_trg = vocab.invert_dictionary(model_io.load_dictionary(dict_trg))
+    idict_trg = vocab.invert_dictionary(vocab.load_dictionary(dict_trg))
     missing = [i for i in range(n_words) if i not in idict_trg]
     if missing:
         print('warning: %s has no word for %d of the ids below the model\'s n_words=%d '

@@ -45,10 +45,10 @@ import os
 import sys
 import warnings
 
-from machinery import allocator
+from theano_platform import allocator
 from machinery import distributed
-from machinery import theano_flags
-from machinery import theano_repairs
+from theano_platform import theano_flags
+from theano_platform import theano_repairs
 
 # Theano 1.1.2 triggers these with numpy 1.23 / Python 3.11; they are noise.
 warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -35,7 +35,7 @@ import functools
 import os
 
 import numpy
-from machinery import theano_env  # noqa: F401  (configures Theano before its import)
+from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 from theano.compile import optdb

@@ -37,7 +37,7 @@ import re
 import sys
 from collections import OrderedDict
 
-from machinery import module_compiles
+from theano_platform import module_compiles
 
 OFF_VARIABLE = "NMT_THEANO_REPAIRS_OFF"
 
@@ -309,7 +309,7 @@ _GPU_ADDRESS = ("(%(a)s.gpudata if %(a)s.context.kind == b'cuda' "
 
 
 # module_compiles as the source edits of Theano's compile cache call it
-_MODULE_COMPILES = '__import__("machinery.module_compiles", fromlist=["run_compiler"])'
+_MODULE_COMPILES = '__import__("theano_platform.module_compiles", fromlist=["run_compiler"])'
 # inplace_increment of AdvancedIncSubtensor1's C code (numpy2_inplace_increment)
 # on NumPy 2: inc cast to a's type, then a[index] = inc, or numpy.add.at
 NUMPY2_INPLACE_INCREMENT = r"""
@@ -362,7 +362,7 @@ inplace_increment(PyArrayObject *a, PyObject *index, PyArrayObject *inc,
 
 
 # this module, as Theano's readers of its C files call it (c_file_reader_*)
-_THIS_MODULE = '__import__("machinery.theano_repairs", fromlist=["edited_c_file"])'
+_THIS_MODULE = '__import__("theano_platform.theano_repairs", fromlist=["edited_c_file"])'
 
 # NumPy 2's PyArray_Descr has no elsize: the item size of the array instead
 # (PyArray_ITEMSIZE, the same number in NumPy 1 and 2)

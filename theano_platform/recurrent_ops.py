@@ -31,14 +31,14 @@ import hashlib
 
 import numpy
 
-from machinery import theano_env  # noqa: F401  (configures Theano before its import)
+from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 from theano.graph.basic import Apply
 from theano.gradient import DisconnectedType, grad_not_implemented
 
-from machinery import fast_ops
-from machinery.fast_ops import F32, _as_f32
+from theano_platform import fast_ops
+from theano_platform.fast_ops import F32, _as_f32
 
 # --------------------------------------------------------------------------
 # C

@@ -12,7 +12,7 @@ import os
 import platform
 from collections import OrderedDict
 
-from machinery import theano_env
+from theano_platform import theano_env
 
 
 def cpu_model(path='/proc/cpuinfo'):

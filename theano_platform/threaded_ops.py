@@ -17,7 +17,7 @@ same sum in doubles in the same order.  One thread: the same single call.
 The optimizer that makes the replacements runs in FAST_RUN on the CPU only
 (device=cpu); a graph that a GPU runs keeps Theano's ops.
 """
-from machinery import theano_env  # noqa: F401  (configures Theano before its import)
+from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
 from theano.compile import optdb
@@ -26,7 +26,7 @@ from theano.graph.opt import TopoOptimizer, local_optimizer
 from theano.tensor import blas as theano_blas
 from theano.tensor import elemwise as theano_elemwise
 
-from machinery import fast_ops, recurrent_ops
+from theano_platform import fast_ops, recurrent_ops
 
 
 

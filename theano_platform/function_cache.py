@@ -39,7 +39,7 @@ from contextlib import contextmanager
 
 import numpy
 
-from machinery.model_io import remove_if_there
+from machinery.output_files import remove_if_there
 
 VARIABLE = 'NMT_FUNCTION_CACHE'
 OFF = ('0', 'off', 'no', 'false')
@@ -48,8 +48,9 @@ KEEP = 16          # bundles kept; the least recently used go first
 ZEROS_FROM = 4096  # bytes: an all-zero array this large is stored as its shape
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the project's folders whose Python files build graphs: the top level (nmt,
-# layers, optimizers, ...), machinery/ (fast_ops, ...), the language model
-SOURCE_FOLDERS = ('', 'machinery', 'language_model')
+# layers, optimizers, ...), theano_platform/ (fast_ops, ...), machinery/,
+# the language model
+SOURCE_FOLDERS = ('', 'theano_platform', 'machinery', 'language_model')
 
 
 def enabled():
@@ -84,14 +85,14 @@ def cache_key(kind, parts):
     values: the caller's options), with everything else that shapes a
     compiled graph."""
     import theano
-    from machinery import theano_repairs
+    from theano_platform import theano_repairs
     config = theano.config
     settings = sorted((name, repr(getattr(config, name)))
                       for name in config._config_var_dict)
     # the program: a class it defines pickles as __main__'s, found again
     # only when the same program loads the bundle
     program = getattr(sys.modules.get('__main__'), '__file__', None)
-    from machinery import fast_ops
+    from theano_platform import fast_ops
     whole = repr((kind, program, sorted((k, repr(v)) for k, v in parts.items()), settings,
                   fast_ops.enabled(),
                   theano.__version__, numpy.__version__, sys.version,
