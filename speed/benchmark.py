@@ -29,7 +29,8 @@ translate  compiles both samplers of ``sampler.build_sampler`` for a randomly
            same N random source sentences twice in one run: with the
            one-sentence search (docs/equations.md#decoding-beam-search;
            ``beam_search.beam_search``, dl4mt's sampler) and with the batched search
-           (``batch_beam_search`` over length-sorted batches of
+           (translation/decoding.py's ``Translator``, as translate.py, over
+           length-sorted batches of
            ``--batch-size`` sentences, the batched sampler), beam 12, maxlen
            = 2 x source length, picking the best hypothesis with the
            length-normalised score.  ``identical`` says whether both gave the
@@ -665,38 +666,39 @@ def _search_single(sampler, sources):
     return best
 
 
-def _one_batch(sampler, sources, indices):
-    """[(index, best hypothesis)] of one batch (maxlen 2 x source length)."""
+def _one_batch(translator, batch):
+    """[(index, best hypothesis)] of one batch [(index, source ids ending
+    with eos)], each sentence's longest output twice its length."""
     import beam_search
-    batch = [(i, sources[i] + [0]) for i in indices]
-    found = beam_search.search_batch([sampler], batch, BEAM,
-                                     [2 * len(sources[i]) for i in indices],
-                                     keep_attention=False)
+    found = translator.translate(batch, [2 * (len(ids) - 1) for _, ids in batch])
     return [(i, beam_search.ranked(hyps, True)[0][0]) for i, hyps in found]
 
 
-_FORKED = {}   # what the forked workers of _search_batched decode with
+_FORKED = {}   # the translator that the forked workers of _search_batched decode with
 
 
-def _forked_batch(indices):
-    return _one_batch(_FORKED['sampler'], _FORKED['sources'], indices)
+def _forked_batch(batch):
+    return _one_batch(_FORKED['translator'], batch)
 
 
 def _search_batched(sampler, sources, batch_size, processes=1):
-    """The batched search of every source, by length-sorted batches (with
-    several processes: forked after compiling, a batch at a time each)."""
-    import beam_search
-    batches = beam_search.length_sorted_batches([s + [0] for s in sources], batch_size)
+    """The batched search of every source through translation/decoding.py's
+    Translator (what translate.py decodes with), by length-sorted batches
+    (with several processes: forked after compiling, a batch at a time each)."""
+    from translation import decoding
+    translator = decoding.Translator([sampler], decoding.Search(
+        BEAM, None, batch_size, suppress_unk=False, keep_attention=False))
+    batches = translator.batches([s + [0] for s in sources])
     if processes > 1:
-        _FORKED.update(sampler=sampler, sources=sources)
+        _FORKED.update(translator=translator)
         with multiprocessing.get_context('fork').Pool(
                 processes, theano_env.limit_threads, (1,)) as pool:
             results = pool.map(_forked_batch, batches, chunksize=1)
     else:
         results = []
-        for indices in batches:
-            results.append(_one_batch(sampler, sources, indices))
-            log('batched search: a batch of %d sentences done' % len(indices))
+        for batch in batches:
+            results.append(_one_batch(translator, batch))
+            log('batched search: a batch of %d sentences done' % len(batch))
     best = [None] * len(sources)
     for batch in results:
         for i, hyp in batch:
