@@ -220,7 +220,8 @@ class Trainer(TrainingLoop):
             sampler = build_sampler(self.model.tparams, self.model_options, self.model.trng,
                                     self.model.use_noise, batched=True)
             self.translator = decoding.Translator([sampler], decoding.Search(
-                self.options['bleu_valid_beam'], VALID_MAXLEN, VALID_BEAM_BATCH, False, False))
+                self.options['bleu_valid_beam'], self.options['bleu_valid_maxlen'],
+                VALID_BEAM_BATCH, False, False))
         sources = [vocab.sentence_ids(line, self.dicts[0], self.model_options['n_words_src'])
                    for line in read_lines(self.options['valid_datasets'][0],
                                           what='source sentences')]
@@ -238,9 +239,8 @@ class Trainer(TrainingLoop):
                 print('%s %d: %s' % (label, jj, ' '.join(vocab.ids_to_words(seq, d))))
 
 
-# sentences a batch of the validation's beam search, and its longest output
+# sentences a batch of the validation's beam search
 VALID_BEAM_BATCH = 16
-VALID_MAXLEN = 200
 # a readout unit saturated at more than STUCK of the positions is stuck: a
 # constant, with no gradient through it
 STUCK = 0.99

@@ -35,6 +35,12 @@ from machinery.training_state import with_suffix
 from training_loop import TrainingError
 
 _GROUP = 'validation and early stopping'
+
+
+def _positive(value):
+    return value >= 1
+
+
 # CostValidation's options (dl4mt's)
 COST_OPTIONS = (
     Option('patience', 10, 'stop after this many validations without a better cost', _GROUP,
@@ -48,7 +54,10 @@ SCORE_OPTIONS = (
            'validation source; 0: none)', _GROUP, RUN),
     Option('bleu_valid_ref', None, 'the validation source\'s reference translation, '
            'tokenised, for BLEU', _GROUP, RUN, files=INPUTS),
-    Option('bleu_valid_beam', 5, 'beam size of the validation BLEU', _GROUP, RUN),
+    Option('bleu_valid_beam', 5, 'beam size of the validation BLEU', _GROUP, RUN,
+           valid=_positive, requirement='at least 1'),
+    Option('bleu_valid_maxlen', 200, 'longest translation of the validation BLEU, in tokens',
+           _GROUP, RUN, valid=_positive, requirement='at least 1'),
     Option('bleu_patience', 0, 'stop after this many BLEU validations without a better BLEU '
            '(0: never)', _GROUP, RUN),
     Option('bleu_valid_postprocess', None, 'shell command that the translations go through '

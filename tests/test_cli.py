@@ -291,3 +291,14 @@ def test_a_flag_is_taken_in_either_spelling():
     parsed = nmt.parse_args(['--model', 'm.npz', '--datasets', 'a', 'b', '--dictionaries',
                              'c', 'd', '--dim-word=7', '--valid-datasets', 'e', 'f'])
     assert parsed['dim_word'] == 7 and parsed['valid_datasets'] == ['e', 'f']
+
+
+@pytest.mark.parametrize('name', ['bleu_valid_beam', 'bleu_valid_maxlen'])
+def test_the_validation_search_takes_positive_sizes(name):
+    """The validation BLEU's beam and longest output: 1 is taken, 0 refused
+    in one line naming the flag."""
+    from machinery.text_io import InputError
+    from nmt_training import OPTIONS
+    OPTIONS.check_values(OPTIONS.fill({name: 1}), [name])
+    with pytest.raises(InputError, match='--%s must be at least 1, not 0' % name):
+        OPTIONS.check_values(OPTIONS.fill({name: 0}), [name])
