@@ -349,8 +349,8 @@ def train_and_score(args):
         args.extra = list(args.extra) + ['--reload']
     cmd = nmt_command(args, data, data.dictionary_sizes())
     if args.threads:
-        for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
-            os.environ[var] = str(args.threads)
+        from theano_platform import theano_env
+        theano_env.threads_for_children(args.threads)
     env = None
     if args.workers > 1:
         cmd, env = distributed.mpirun_command(args.workers, cmd)

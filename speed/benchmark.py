@@ -1053,8 +1053,7 @@ def compare_workers(args, argv):
             ('one_process', (one_process, dict(os.environ)), cores),
             ('workers', distributed.mpirun_command(args.workers, one_process),
              max(1, cores // args.workers))):
-        for var in theano_env.THREAD_VARIABLES:
-            env[var] = str(threads)
+        theano_env.threads_for_children(threads, env)
         log('running (%d threads a process): %s' % (threads, ' '.join(cmd)))
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True, env=env)
         lines = proc.stdout.strip().splitlines()

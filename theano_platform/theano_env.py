@@ -70,8 +70,38 @@ def usable_cores():
         return os.cpu_count() or 1
 
 
-for _var in THREAD_VARIABLES:
-    os.environ.setdefault(_var, str(max(1, usable_cores() // distributed.local_workers())))
+# the thread counts this module chose for its own process (not the user's):
+# "VAR=value,...".  A child inherits the variables, but a count chosen for
+# a launcher on every core is not a worker's: an MPI worker bound to one
+# core would run two threads on it (docs/distributed.md#threads).
+CHOSEN_THREADS = "NMT_THREADS_CHOSEN"
+
+
+def _forget_inherited_choice():
+    """Drop the thread variables that a parent's theano_env chose for the
+    parent (still at the value it chose): this process chooses its own."""
+    chosen = os.environ.pop(CHOSEN_THREADS, "")
+    for item in chosen.split(","):
+        var, _, value = item.partition("=")
+        if var in THREAD_VARIABLES and os.environ.get(var) == value:
+            del os.environ[var]
+
+
+def _choose_threads():
+    """Every thread variable the user did not set: this process' share of
+    the cores (all of them; a worker's part under an MPI launcher)."""
+    share = str(max(1, usable_cores() // distributed.local_workers()))
+    chosen = []
+    for var in THREAD_VARIABLES:
+        if var not in os.environ:
+            os.environ[var] = share
+            chosen.append("%s=%s" % (var, share))
+    if chosen:
+        os.environ[CHOSEN_THREADS] = ",".join(chosen)
+
+
+_forget_inherited_choice()
+_choose_threads()
 # OpenMP's threads sleep when idle instead of spinning: OpenBLAS's threads
 # run between the ops (spinning, they took the cores from BLAS: the
 # one-sentence search was 1.4x slower on 2 threads)
@@ -166,8 +196,7 @@ def limit_threads(n):
     (they read them once, when they load)."""
     import ctypes
     import ctypes.util
-    for var in THREAD_VARIABLES:
-        os.environ[var] = str(n)
+    threads_for_children(n)
     ldflags = _blas_ldflags()
     setters = [(ctypes.util.find_library("gomp"), "omp_set_num_threads")]
     for name, setter in (("openblas", "openblas_set_num_threads"),
@@ -180,6 +209,14 @@ def limit_threads(n):
             getattr(ctypes.CDLL(library), setter)(ctypes.c_int(n))
         except (OSError, AttributeError, TypeError):
             pass   # not loaded here / not present: nothing runs on its threads
+
+
+def threads_for_children(n, env=os.environ):
+    """n BLAS and OpenMP threads for each process started with ``env``: a
+    choice made for them, which they keep."""
+    for var in THREAD_VARIABLES:
+        env[var] = str(n)
+    env.pop(CHOSEN_THREADS, None)
 
 
 _ADDED = "NMT_THEANO_FLAGS_ADDED"
