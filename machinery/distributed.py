@@ -50,6 +50,11 @@ LOCAL_SIZE_VARIABLES = ('OMPI_COMM_WORLD_LOCAL_SIZE', 'MPI_LOCALNRANKS',
                         'SLURM_NTASKS_PER_NODE')
 # how often a waiting worker looks for the others' processes (seconds)
 LIVENESS_INTERVAL = 0.2
+# how long a waiting worker polls without pausing (seconds): MPI moves a
+# message only while it is polled, so a transfer of the gradients waits for
+# each poll; past this, the worker pauses up to a millisecond between polls
+# (it is waiting for another worker, not for the transfer)
+SPIN_SECONDS = 0.2
 # the tag of reduce_scatter's messages
 REDUCE_SCATTER_TAG = 17
 
@@ -163,17 +168,22 @@ class MPIWorld(object):
 
     # -- waiting ------------------------------------------------------------
     def _wait(self, request, what):
-        """Poll ``request`` (or a list of them) until done; between polls,
-        every LIVENESS_INTERVAL seconds, make sure the other workers on this
-        machine still run."""
+        """Poll ``request`` (or a list of them) until done: for SPIN_SECONDS
+        giving up the core between polls only to processes that wait for it
+        (``sleep(0)``), then pausing up to 1 ms; every LIVENESS_INTERVAL
+        seconds, make sure the other workers on this machine still run."""
         test = ((lambda: self.MPI.Request.Testall(request)) if isinstance(request, list)
                 else request.Test)
         try:
-            pause = 0.
+            pause, spin_until = 0., time.time() + SPIN_SECONDS
             while not test():
-                time.sleep(pause)
-                pause = min(0.001, pause + 0.0001)
                 now = time.time()
+                if now < spin_until:
+                    time.sleep(0)
+                else:
+                    time.sleep(pause)
+                    pause = min(0.001, pause + 0.0001)
+                    now = time.time()
                 if now - self._last_look > LIVENESS_INTERVAL:
                     self._last_look = now
                     self._look_for_lost_workers(what)
