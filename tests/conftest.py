@@ -78,6 +78,19 @@ def make_batch(seed, n_src=13, n_trg=11, src_lens=(4, 1, 6), trg_lens=(2, 5, 3))
     return ref.prepare_data(sx, sy)
 
 
+def drawn_parameters(params, seed, around=True):
+    """float32 values of ``params``' shapes: N(0, 0.4^2) noise, N(0, 1) for
+    the variant-specific parameters, from numpy's legacy RandomState(seed)
+    (the same on every numpy); added to ``params``' values when ``around``."""
+    rng = np.random.RandomState(seed)
+    drawn = OrderedDict()
+    for k, v in params.items():
+        scale = 1.0 if k.startswith(VARIANT_PREFIXES) else 0.4
+        noise = scale * rng.standard_normal(v.shape)
+        drawn[k] = ((v + noise) if around else noise).astype('float32')
+    return drawn
+
+
 class Model(object):
     """One decoder configuration: options, parameters, lazily compiled functions."""
 
@@ -93,11 +106,7 @@ class Model(object):
         # the attentions almost uniform and the variants almost invisible).
         # The variant-specific parameters get a larger perturbation so that
         # the target-side attentions are far from uniform.
-        rng = np.random.RandomState(4321)
-        self.params = OrderedDict()
-        for k, v in self.init.items():
-            scale = 1.0 if k.startswith(VARIANT_PREFIXES) else 0.4
-            self.params[k] = (v + scale * rng.standard_normal(v.shape)).astype('float32')
+        self.params = drawn_parameters(self.init, 4321)
         self.tparams = nmt.init_tparams(self.params)
         self._graph = None
         self._fns = {}

@@ -31,8 +31,6 @@ import numpy as np
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                 os.path.dirname(os.path.abspath(__file__))]
 
-DECODERS = ('baseline', 'mean', 'attentive', 'memory', 'selfattn')
-
 # (rtol, atol) of the fixture-exactness tests: the forward pass against the
 # NumPy reference (test_forward_vs_numpy), the gradients and the Adadelta
 # step against the original graph (test_fast_ops), beam scores
@@ -41,18 +39,6 @@ TOLERANCES = {'costs': (1e-4, 1e-5), 'grads': (1e-4, 1e-7),
               'update': (1e-4, 1e-7), 'beam': (1e-4, 1e-5)}
 
 BEAM_SOURCES = ([3, 7, 1, 12, 0], [9, 0], [2, 2, 5, 11, 4, 8, 0])
-
-
-def seeded_parameters(model):
-    """Puts parameters drawn from numpy's legacy RandomState (the same on
-    every numpy) into ``model``: N(0, 0.4^2), the variants' own N(0, 1) as
-    conftest.Model perturbs them."""
-    import conftest
-    rng = np.random.RandomState(2718)
-    for name, value in model.params.items():
-        scale = 1.0 if name.startswith(conftest.VARIANT_PREFIXES) else 0.4
-        model.params[name] = (scale * rng.standard_normal(value.shape)).astype('float32')
-    model.reset()
 
 
 def decoder_figures(model, batch):
@@ -101,15 +87,19 @@ def beam_figures(model):
 
 def record(path):
     import conftest
-    import numpy
+    import layers
     import theano
     batch = conftest.make_batch(7)
     arrays = {'about': np.array(json.dumps({
-        'python': sys.version.split()[0], 'numpy': numpy.__version__,
+        'python': sys.version.split()[0], 'numpy': np.__version__,
         'theano': theano.__version__}))}
-    for name in DECODERS:
+    # the registry's decoders, each as its own variant
+    for name in (v.name for d in layers.DECODERS.values() for v in d.variants):
         model = conftest.Model(name, conftest.CONFIGS[name])
-        seeded_parameters(model)
+        # drawn, not initialised: the initialisation's orthogonal matrices
+        # come from LAPACK's SVD, whose signs differ between numpy releases
+        model.params = conftest.drawn_parameters(model.params, 2718, around=False)
+        model.reset()
         for key, value in decoder_figures(model, batch).items():
             arrays['%s/%s' % (name, key)] = np.asarray(value)
         print('%s: cost %.7g' % (name, float(arrays[name + '/costs/regularised'])),
