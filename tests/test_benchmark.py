@@ -89,3 +89,44 @@ def test_benchmark_workers_time_the_parts_of_their_update():
     assert sum(parts.values()) <= workers['sec_per_update'] * 1.05
     assert r['speedup_words_per_sec'] == pytest.approx(
         workers['words_per_sec'] / r['side_by_side']['one_process']['words_per_sec'], abs=1e-3)
+
+
+def test_batch_scaling_times_each_size_and_bounds_the_workers():
+    """speed/batch_scaling.py: the gradient function and the optimizer's step
+    timed at each batch size, the straight line through them and the
+    workers' bound computed from the rows it prints."""
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, 'speed', 'batch_scaling.py'),
+                             '--config', 'tiny', '--batch-sizes', '16,2,8', '--updates', '2'],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    r = _last_json(proc)
+    assert [row['batch_size'] for row in r['rows']] == [2, 8, 16]
+    assert all(row['gradient_cpu_sec'] > 0 and row['step_cpu_sec'] > 0 for row in r['rows'])
+    # tiny's batch is 16, and its half was timed: the bound from those rows
+    whole, half = r['rows'][2], r['rows'][1]
+    assert r['batch_size'] == 16 and r['workers'] == 2
+    assert r['workers_bound'] == pytest.approx(
+        (whole['gradient_cpu_sec'] + whole['step_cpu_sec']) /
+        (half['gradient_cpu_sec'] + half['step_cpu_sec'] / 2), abs=2e-3)
+    assert r['machine']['cores'] >= 1 and r['threads'] == 1
+
+
+def test_batch_scaling_line_and_bound():
+    sys.path.insert(0, ROOT)
+    from speed import batch_scaling
+    # 10 ms fixed + 2 ms a sentence, the sizes below FIT_FROM left out
+    fixed, per = batch_scaling.straight_line([1, 4, 8, 16], [0.5, 0.018, 0.026, 0.042])
+    assert fixed == pytest.approx(0.010) and per == pytest.approx(0.002)
+    rows = [dict(batch_size=16, gradient_cpu_sec=0.042, step_cpu_sec=0.004),
+            dict(batch_size=32, gradient_cpu_sec=0.074, step_cpu_sec=0.004)]
+    # (G(32) + A) / (G(16) + A / 2)
+    assert batch_scaling.workers_bound(rows, 32, 2) == pytest.approx(0.078 / 0.044)
+    assert batch_scaling.workers_bound(rows, 32, 4) is None      # 8 not timed
+    assert batch_scaling.workers_bound(rows, 33, 2) is None      # not divisible
+
+
+def test_batch_scaling_refuses_bad_sizes_in_one_line():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, 'speed', 'batch_scaling.py'),
+                           '--batch-sizes', '4,x'], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and 'batch sizes separated by commas' in done.stderr
+    assert 'Traceback' not in done.stderr

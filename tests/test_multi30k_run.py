@@ -443,3 +443,22 @@ def test_the_committed_tables_are_those_of_the_committed_results():
         == study_tables.page_block(figures)
     for run in figures['runs']:
         assert os.path.exists(os.path.join(ROOT, 'docs', 'multi30k', run['log']))
+
+
+def test_startup_times_runs_to_their_first_update(prepared, tmp_path):
+    """speed/startup.py: short runs of train_multi30k.sh's command, one after
+    the other, timed from the command to the log's events."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, 'speed', 'startup.py'),
+                           str(prepared), '--tiny', '--runs', '2'], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900, env=QUICK_ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r['mode'] == 'startup' and r['workers'] == 1 and r['tiny'] is True
+    assert [row['run'] for row in r['runs']] == [1, 2]
+    for row in r['runs']:
+        assert row['updates'] == 3
+        assert 0 < row['start_event_sec'] <= row['first_update_sec'] <= row['end_sec']
+    assert not list(tmp_path.glob('nmt_startup_*'))   # the runs' folders are gone
+    missing = subprocess.run([sys.executable, os.path.join(ROOT, 'speed', 'startup.py'),
+                              str(tmp_path / 'nothing')], capture_output=True, text=True)
+    error_line(missing, 'train.bpe.en: no such file', 'pipeline/multi30k.py prepare first')
