@@ -25,6 +25,7 @@ from machinery.text_io import read_lines
 from machinery.training_options import record_dictionaries, reloaded
 from beam_search import gen_sample
 from data_iterator import TextIterator, count_words, prepare_data
+from data_parallel import share_bounds
 from nmt_model import (MODEL_OPTIONS, check_options, init_params, training_graph,
                        unigram_log_probs, unigram_output_bias)
 from optimizers import OPTIMIZER_OPTIONS
@@ -211,9 +212,10 @@ class Trainer(TrainingLoop):
     def valid_fields(self, cost):
         return {'readout_saturation': self.readout_saturation}
 
-    def translate_validation_source(self):
-        """The best translation (length-normalised) of each line of the
-        validation source, with the beam of --bleu_valid_beam: the batched
+    def translate_validation_source(self, rank=0, size=1):
+        """The best translation (length-normalised) of each line of share
+        ``rank`` of ``size`` of the validation source (data_parallel.share_bounds;
+        0 of 1: every line), with the beam of --bleu_valid_beam: the batched
         search over the training's parameters (its sampler compiled at the
         first BLEU validation)."""
         if self.translator is None:
@@ -222,9 +224,10 @@ class Trainer(TrainingLoop):
             self.translator = decoding.Translator([sampler], decoding.Search(
                 self.options['bleu_valid_beam'], self.options['bleu_valid_maxlen'],
                 VALID_BEAM_BATCH, False, False))
+        lines = read_lines(self.options['valid_datasets'][0], what='source sentences')
+        first, end = share_bounds(len(lines), size, rank)
         sources = [vocab.sentence_ids(line, self.dicts[0], self.model_options['n_words_src'])
-                   for line in read_lines(self.options['valid_datasets'][0],
-                                          what='source sentences')]
+                   for line in lines[first:end]]
         return decoding.best_translations(self.translator, sources, self.idicts[1])
 
     def print_samples(self, prepared):

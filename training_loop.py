@@ -18,7 +18,8 @@ update and ``cli.Interrupted`` (exit status 143 or 130).
 Under MPI (``mpirun -np N``, docs/distributed.md) every worker runs this
 loop on the same batches: each computes the gradients of its share of the
 batch, the workers sum them and apply the same update
-(``data_parallel.py``); rank 0 alone validates, prints samples, writes the
+(``data_parallel.py``); rank 0 alone validates (every worker translating
+its share of BLEU's source: validators.py), prints samples, writes the
 checkpoints and the training log and holds the model's lock; the workers
 agree on the reason to stop once per update (any worker's stop request
 stops all after the same update).
@@ -377,8 +378,11 @@ class TrainingLoop(object):
             raise error
         if self.state.uidx % opt['dispFreq'] == 0:
             self._display(cost, ud)
+        due = [v for v in self.validators if v.due(self)]
+        for validator in due:
+            validator.share(self)
         reason = self._agreed_reason(
-            (self._after_update(prepared) if self.world.is_root else None)
+            (self._after_update(prepared, due) if self.world.is_root else None)
             or self.requests.reason())
         if self.state.uidx % opt['saveFreq'] == 0 or reason is not None:
             self._save(snapshot=self.state.uidx % opt['saveFreq'] == 0 and not opt['overwrite'])
@@ -420,13 +424,13 @@ class TrainingLoop(object):
         self.log.write('update', self.state, cost=float(cost), cost_per_word=per_word,
                        updates_averaged=n_updates, **figures)
 
-    def _after_update(self, prepared):
-        """The validators that are due (validators.py), samples and the
-        stopping rules; the reason to stop, or None."""
+    def _after_update(self, prepared, due):
+        """The validators that are due (validators.py), their shared part
+        done, samples and the stopping rules; the reason to stop, or None."""
         opt, uidx = self.options, self.state.uidx
         reason = None
-        for validator in self.validators:
-            if validator.due(self) and validator.run(self):
+        for validator in due:
+            if validator.run(self):
                 reason = validator.stop_reason
         if uidx % opt['sampleFreq'] == 0:
             self.model.use_noise.set_value(0.)

@@ -2,7 +2,8 @@
 
 The training loop (training_loop.py) runs, after each update, the
 validators that its trainer gives it, in their order; each one that is due
-(``due``) measures the model, records the figure in the run's state and its
+(``due``) first does on every worker what the workers share (``share``:
+nothing but BLEU's translations), then on rank 0 alone (``run``) measures the model, records the figure in the run's state and its
 training log, keeps what is best and says whether the run should stop
 early.  Three kinds:
 
@@ -14,7 +15,8 @@ early.  Three kinds:
   the validation source (a function of the trainer's: nmt_training.py) and
   its BLEU against ``bleu_valid_ref``; the best parameters by BLEU go to
   MODEL.best_bleu.npz, and ``bleu_patience`` BLEU validations without a
-  better score stop the run;
+  better score stop the run.  Under MPI every worker translates its share
+  of the source (``share``) and rank 0 scores them all;
 * ``ExternalValidation``: as BleuValidation, with the score that
   ``external_validation_script`` prints for the latest parameters
   (MODEL.current.npz).
@@ -77,6 +79,9 @@ class CostValidation(object):
 
     def due(self, loop):
         return loop.valid_it is not None and loop.state.uidx % loop.options['validFreq'] == 0
+
+    def share(self, loop):
+        """Every worker's part, before ``run`` on rank 0: none."""
 
     def run(self, loop):
         """One validation; True to stop early."""
@@ -149,6 +154,9 @@ class ScoreValidation(object):
     def frequency(self, options):
         return options['bleu_valid_freq']
 
+    def share(self, loop):
+        """Every worker's part, before ``run`` on rank 0: none."""
+
     def score(self, loop):
         raise NotImplementedError
 
@@ -168,16 +176,30 @@ class ScoreValidation(object):
 
 
 class BleuValidation(ScoreValidation):
-    """Corpus BLEU of ``translate()`` (the validation source's translations,
-    one a line) after ``bleu_valid_postprocess``, against ``bleu_valid_ref``."""
+    """Corpus BLEU of the validation source's translations (one a line)
+    after ``bleu_valid_postprocess``, against ``bleu_valid_ref``.
+    ``translate(rank, size)`` translates share ``rank`` of ``size`` of the
+    source (data_parallel.share_bounds): every worker translates its own and
+    rank 0 scores them in order.  The batched search gives a sentence the
+    same translation whatever else is in its batch
+    (docs/translation.md#the-batched-search), so the BLEU is that of one
+    process translating them all."""
 
     def __init__(self, translate):
         self.translate = translate
+        self.translations = None
+
+    def share(self, loop):
+        loop.model.use_noise.set_value(0.)
+        world = loop.world
+        parts = world.gather(self.translate(world.rank, world.size),
+                             'the validation translations')
+        self.translations = [line for part in parts for line in part]
 
     def score(self, loop):
         options = loop.options
-        return bleu_of(self.translate(), options['bleu_valid_ref'],
-                       options['bleu_valid_postprocess'])
+        hyps, self.translations = self.translations, None
+        return bleu_of(hyps, options['bleu_valid_ref'], options['bleu_valid_postprocess'])
 
 
 class ExternalValidation(ScoreValidation):

@@ -40,6 +40,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 
 from machinery.cli import CommandError
 
@@ -358,9 +359,16 @@ def quiet_workers():
 def run(action):
     """cli.run for the commands that may run as several workers: the world
     first (a launch error is the command's one-line error), and a failing
-    worker ends them all."""
+    worker ends them all, a fault of the program's own (its traceback
+    printed) too: the others would wait for it, and MPI's exit for them."""
     from machinery import cli
-    status = cli.run(lambda: (world(), quiet_workers(), action()))
+    try:
+        status = cli.run(lambda: (world(), quiet_workers(), action()))
+    except Exception:
+        if _WORLD is None or _WORLD.size == 1:
+            raise
+        traceback.print_exc()
+        status = 1
     if _WORLD is None:
         return status
     return _WORLD.finish(status)

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import numpy
 import pytest
@@ -233,6 +234,28 @@ def test_translation_is_the_same_file(corpus):
     assert len((corpus / 'one.align').read_text().splitlines()) == 18
 
 
+@needs_mpirun
+def test_two_workers_share_the_validation_translations(corpus):
+    """The BLEU validation's translations, each worker translating its share
+    of the source, are one process's, line for line (the postprocess command
+    gets them all on rank 0: ``tee`` keeps them).  The learning rate is 0,
+    so both translate with the same parameters."""
+    flags = FLAGS + ['--optimizer', 'adam', '--lrate', '0', '--finish_after', '2',
+                     '--valid_datasets', 'train.src', 'train.trg', '--validFreq', '2',
+                     '--bleu_valid_freq', '2', '--bleu_valid_ref', 'train.trg',
+                     '--bleu_valid_maxlen', '8']
+    one_process([NMT, '--model', 'bleu_one.npz'] + flags +
+                ['--bleu_valid_postprocess', 'tee bleu_one.hyp'], corpus)
+    mpirun(2, [NMT, '--model', 'bleu_two.npz'] + flags +
+           ['--bleu_valid_postprocess', 'tee bleu_two.hyp'], corpus)
+    one = (corpus / 'bleu_one.hyp').read_text().splitlines()
+    assert len(one) == 18 and any(one)
+    assert (corpus / 'bleu_two.hyp').read_text().splitlines() == one
+    bleus = [[e['bleu'] for e in log_events(str(corpus / name) + '.log.jsonl')
+              if e['event'] == 'bleu'] for name in ('bleu_one.npz', 'bleu_two.npz')]
+    assert len(bleus[0]) == 1 and bleus[0] == bleus[1]
+
+
 # --------------------------------------------------------------------------
 # dropout, resume, faults
 
@@ -252,6 +275,37 @@ if os.environ['OMPI_COMM_WORLD_RANK'] == '1':
     training_loop.TrainingLoop._save = save_then_die
 runpy.run_path(sys.argv[0], run_name='__main__')
 """
+
+
+# runs SCRIPT ARGS... as worker OMPI_COMM_WORLD_RANK; worker 0 meets a fault
+# of the program's own (an exception that no error line names) after update 2
+FAULTY_ROOT = """import os, runpy, sys
+sys.argv.pop(0)
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+if os.environ['OMPI_COMM_WORLD_RANK'] == '0':
+    import training_loop
+    def fault(self, prepared, due):
+        if self.state.uidx == 2:
+            raise ValueError('a fault of the program')
+    training_loop.TrainingLoop._after_update = fault
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+@needs_mpirun
+def test_a_fault_of_one_worker_ends_every_worker(corpus):
+    """An exception on rank 0 (a bug, not an error line) ends the run with
+    its traceback and a non-zero status within seconds: the other worker
+    does not wait for it, nor rank 0's MPI exit for the other."""
+    (corpus / 'faulty_root.py').write_text(FAULTY_ROOT)
+    started = time.time()
+    proc = mpirun(2, [str(corpus / 'faulty_root.py'), NMT, '--model', 'faulty.npz']
+                  + FLAGS + ['--finish_after', '10'], corpus, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert 'ValueError: a fault of the program' in proc.stderr
+    assert time.time() - started < 100
+    events = [e['event'] for e in log_events(str(corpus / 'faulty.npz') + '.log.jsonl')]
+    assert events.count('update') == 2
 
 
 @needs_mpirun
