@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from helpers import ROOT  # noqa: E402
+from tiny_runs import QUICK_ENV
 BENCH = os.path.join(ROOT, 'speed', 'benchmark.py')
 TIMEOUT = 1200
 
@@ -98,7 +99,7 @@ def test_batch_scaling_times_each_size_and_bounds_the_workers():
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, 'speed', 'batch_scaling.py'),
                              '--config', 'tiny', '--batch-sizes', '16,2,8', '--updates', '2'],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True)
+                            universal_newlines=True, env=QUICK_ENV)
     r = _last_json(proc)
     assert [row['batch_size'] for row in r['rows']] == [2, 8, 16]
     assert all(row['gradient_cpu_sec'] > 0 and row['step_cpu_sec'] > 0 for row in r['rows'])
