@@ -148,8 +148,19 @@ def plan(args):
 # --------------------------------------------------------------------------
 # the estimate
 
+# a Marian run against one of ours: this project trained 1.9-5.3 times
+# Marian 1.12's words/s on the CPUs measured (docs/speed.md); Marian's own
+# early stopping may end it at another number of updates
+MARIAN_RUN_FACTOR = 4.
+# a run's own speed on this machine: this quantile of its updates a second
+# (the log's rate over each 100 updates), so that hours in which other work
+# shared the machine do not count
+FAST_QUANTILE = 0.9
+
+
 def finished_here(runs_dir, cpu):
-    """result.json of the runs in runs_dir finished on a CPU of this model."""
+    """The training logs' events of the runs in runs_dir finished on a CPU of
+    this model."""
     out = []
     for step_dir in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
         folder = os.path.join(runs_dir, step_dir)
@@ -157,10 +168,25 @@ def finished_here(runs_dir, cpu):
                        os.path.join(folder, 'model.npz.log.jsonl'))
         if not (os.path.exists(result) and os.path.exists(log)):
             continue
-        starts = [e for e in read_training_log(log) if e['event'] == 'start']
+        events = read_training_log(log)
+        starts = [e for e in events if e['event'] == 'start']
         if starts and starts[0].get('machine', {}).get('cpu') == cpu:
-            out.append(load_json(result))
+            out.append(events)
     return out
+
+
+def update_rates(events):
+    """The updates a second of a log's update events (each over the updates
+    since the one before; the first ones a run logged held their average)."""
+    return [e.get('recent_updates_per_second', e.get('updates_per_second'))
+            for e in events if e['event'] == 'update']
+
+
+def fast_rate(rates):
+    """The FAST_QUANTILE quantile of ``rates``: a run's speed when it had the
+    machine to itself."""
+    ordered = sorted(rates)
+    return ordered[min(len(ordered) - 1, int(FAST_QUANTILE * len(ordered)))]
 
 
 def committed_costs():
@@ -172,10 +198,7 @@ def committed_costs():
     ups, shares, tests = [], [], []
     logs = os.path.dirname(COMMITTED)
     for result in load_json(COMMITTED)['runs']:
-        events = read_training_log(os.path.join(logs, result['log']))
-        rates = [e['updates_per_second'] for e in events if e['event'] == 'update'
-                 and 'recent_updates_per_second' not in e] + [
-            e['recent_updates_per_second'] for e in events if 'recent_updates_per_second' in e]
+        rates = update_rates(read_training_log(os.path.join(logs, result['log'])))
         if not rates or 'total_wall_seconds' not in result:
             continue
         ups.append(statistics.median(rates))
@@ -204,8 +227,7 @@ def calibrate(args):
         events = read_training_log(log) if os.path.exists(log) else []
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    rates = [e.get('recent_updates_per_second', e.get('updates_per_second'))
-             for e in events if e['event'] == 'update']
+    rates = update_rates(events)
     if not rates:
         raise InputError('the timing run trained no update (run it by hand: %s)'
                          % _q(command))
@@ -213,18 +235,25 @@ def calibrate(args):
 
 
 def seconds_per_run(args):
-    """(estimated seconds of one run here, how it was estimated)."""
+    """(estimated seconds of one run here, the machine otherwise idle; how it
+    was estimated): the updates of the budget at this machine's speed (the
+    runs finished here at their fastest, or a timing run), the committed
+    runs' share of validations and their test translation scaled alike."""
     from theano_platform.machine import cpu_model
-    here = [r['total_wall_seconds'] for r in finished_here(args.runs, cpu_model())
-            if 'total_wall_seconds' in r]
-    if here:
-        return statistics.median(here), 'the median of %d runs finished here' % len(here)
     ups_there, valid_share, test_seconds = committed_costs()
-    ups = calibrate(args)
+    here = [update_rates(events) for events in finished_here(args.runs, cpu_model())]
+    here = [fast_rate(rates) for rates in here if rates]
+    if here:
+        ups = statistics.median(here)
+        how = ('%.2f updates/s, the median of %d runs finished here at their fastest '
+               '(the %dth percentile of their rates)' % (ups, len(here), 100 * FAST_QUANTILE))
+    else:
+        ups = calibrate(args)
+        how = '%.2f updates/s timed here' % ups
     updating = m30k.UPDATE_BUDGET / ups
     seconds = updating / (1. - valid_share) + test_seconds * ups_there / ups
-    return seconds, ('%.2f updates/s timed here (the committed runs: %.2f), their '
-                     'validations and test translation scaled alike' % (ups, ups_there))
+    return seconds, '%s (the committed runs: %.2f), their validations and test ' \
+        'translation scaled alike' % (how, ups_there)
 
 
 def hours(seconds):
@@ -243,11 +272,11 @@ def estimate(args, steps):
         elif step.kind == 'ensemble':
             total += test_seconds * len(step.info['seeds']) * 2
         else:
-            total += per_run
-    print('estimated time of what is left on this machine: %s (a run: %s, from %s; '
-          'an ensemble of k seeds: about k times a run\'s test translation; a Marian '
-          'run: about as long as one of ours, not measured here)'
-          % (hours(total), hours(per_run), how))
+            total += per_run * MARIAN_RUN_FACTOR
+    print('estimated time of what is left on this machine, otherwise idle: %s (a run: %s, '
+          'from %s; an ensemble of k seeds: about k times a run\'s test translation; a '
+          'Marian run: about %g times one of ours, from the words/s of docs/speed.md)'
+          % (hours(total), hours(per_run), how, MARIAN_RUN_FACTOR))
 
 
 # --------------------------------------------------------------------------

@@ -462,3 +462,17 @@ def test_startup_times_runs_to_their_first_update(prepared, tmp_path):
     missing = subprocess.run([sys.executable, os.path.join(ROOT, 'speed', 'startup.py'),
                               str(tmp_path / 'nothing')], capture_output=True, text=True)
     error_line(missing, 'train.bpe.en: no such file', 'pipeline/multi30k.py prepare first')
+
+
+def test_the_estimate_takes_a_run_at_its_fastest():
+    """The study's estimate: a run's speed on this machine is the 90th
+    percentile of its logged rates, so that hours shared with other work
+    (the low rates) do not count."""
+    from pipeline import multi30k_study as study
+    events = ([{'event': 'start'}, {'event': 'update', 'updates_per_second': 1.0}] +
+              [{'event': 'update', 'updates_per_second': 0.9,
+                'recent_updates_per_second': r} for r in [0.5] * 5 + [4.0] * 4 + [4.4]])
+    rates = study.update_rates(events)
+    assert rates == [1.0] + [0.5] * 5 + [4.0] * 4 + [4.4]
+    assert study.fast_rate(rates) == 4.0
+    assert study.fast_rate([3.0]) == 3.0
