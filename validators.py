@@ -69,19 +69,25 @@ SCORE_OPTIONS = (
 )
 
 
+class Validator(object):
+    """What the loop asks of a validator: ``due(loop)``, ``share(loop)`` (on
+    every worker, before ``run``: nothing unless a validator shares work) and
+    ``run(loop)`` (on rank 0: True to stop early)."""
+
+    def share(self, loop):
+        """Every worker's part, before ``run`` on rank 0: none."""
+
+
 # --------------------------------------------------------------------------
 # the validation cost
 
-class CostValidation(object):
+class CostValidation(Validator):
     """The validation cost (the loop's ``valid_cost``) and dl4mt's early
     stopping on it."""
     stop_reason = 'early_stop'
 
     def due(self, loop):
         return loop.valid_it is not None and loop.state.uidx % loop.options['validFreq'] == 0
-
-    def share(self, loop):
-        """Every worker's part, before ``run`` on rank 0: none."""
 
     def run(self, loop):
         """One validation; True to stop early."""
@@ -141,7 +147,7 @@ def learning_warnings(loop, cost):
 # --------------------------------------------------------------------------
 # BLEU, or an external script's score
 
-class ScoreValidation(object):
+class ScoreValidation(Validator):
     """A score of the model's translations (higher is better): due every
     ``bleu_valid_freq`` updates where there is validation data; the best
     parameters by it in MODEL.best_bleu.npz; ``bleu_patience``."""
@@ -153,9 +159,6 @@ class ScoreValidation(object):
 
     def frequency(self, options):
         return options['bleu_valid_freq']
-
-    def share(self, loop):
-        """Every worker's part, before ``run`` on rank 0: none."""
 
     def score(self, loop):
         raise NotImplementedError
