@@ -56,9 +56,9 @@ def timed_run(data, args, index):
         ended = time.time()
         if done.returncode != 0:
             with open(os.path.join(model_dir, 'output.txt')) as f:
-                tail = f.read()[-2000:]
-            raise cli.CommandError('run %d failed (exit %d):\n%s' % (index, done.returncode,
-                                                                     tail))
+                sys.stderr.write(f.read()[-2000:])
+            raise cli.CommandError('run %d failed (exit %d): the end of its output is above'
+                                   % (index, done.returncode))
         events = read_training_log(os.path.join(model_dir, 'model.npz.log.jsonl'))
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
