@@ -70,7 +70,9 @@ PAPERS_GAINS = {'attentive': (0.6, 1.4), 'mean': (0.3, 1.0)}
 LOG = 'model.npz.log.jsonl'
 PAGE_MARKERS = ('<!-- results: begin -->', '<!-- results: end -->')
 README_MARKERS = ('<!-- multi30k table: begin -->', '<!-- multi30k table: end -->')
-KINDS = ('runs', 'ensembles', 'anchors')
+KINDS = ('runs', 'ensembles', 'anchors', 'earlier')
+# 'earlier': a run trained again under its name (a re-run at a later
+# commit); the first training's result, kept beside the one the table uses
 
 # a step as gathered: its kind, name, result.json (with its portable
 # command), its training log (None: none) and the folder of its TEST.hyp.tok
@@ -122,8 +124,8 @@ def find_steps(runs_dir, data_dir, at=None):
     return steps
 
 
-def kept_steps(out, present):
-    """[Step] gathered into ``out`` before whose names are not in ``present``."""
+def kept_steps(out):
+    """[Step] gathered into ``out`` before."""
     path = os.path.join(out, 'results.json')
     if not os.path.exists(path):
         return []
@@ -133,8 +135,6 @@ def kept_steps(out, present):
     steps = []
     for kind in KINDS:
         for result in kept.get(kind, []):
-            if result['name'] in present:
-                continue
             translations = os.path.join(out, 'translations', result['name'])
             steps.append(Step(kind, result['name'], result,
                               os.path.join(out, result['log']) if result.get('log') else None,
@@ -144,7 +144,13 @@ def kept_steps(out, present):
 
 def all_steps(args):
     steps = find_steps(args.runs_dir, args.data, args.at)
-    steps += kept_steps(args.out, {s.name for s in steps})
+    present = {s.name: s for s in steps}
+    kept = kept_steps(args.out)
+    for step in kept:
+        if step.name not in present:
+            steps.append(step)
+        elif step.kind == 'runs' and not same_training(step.result, present[step.name].result):
+            steps.append(as_earlier(step, kept))
     if not any(s.kind == 'runs' for s in steps):
         raise InputError('%s: no run folder with a %sresult.json'
                          % (args.runs_dir, 'at-%d/' % args.at if args.at else ''))
@@ -152,6 +158,22 @@ def all_steps(args):
     steps = [s._replace(result=dict(s.result, stop_reason=stop_of(s))) if s.kind == 'runs'
              else s for s in steps]
     return sorted(steps, key=step_order)
+
+
+def same_training(kept, result):
+    """The kept result is the run's own (gathered before), not that of an
+    earlier training under its name: the same commit and training time."""
+    return all(kept.get(k) == result.get(k) for k in ('commit', 'train_wall_seconds'))
+
+
+def as_earlier(step, kept):
+    """A kept run that a new training of its name replaces, as an 'earlier'
+    step named NAME.earlierN (N: one more than the ``kept`` earlier ones of
+    that name)."""
+    n = 1 + sum(1 for s in kept if s.kind == 'earlier' and s.result['run'] == step.name)
+    name = '%s.earlier%d' % (step.name, n)
+    return Step('earlier', name, dict(step.result, name=name, run=step.name), step.log,
+                step.translations)
 
 
 def step_order(step):
@@ -425,6 +447,7 @@ def figures_of(steps, data_dir, n_samples):
         'runs': runs,
         'ensembles': ensemble_figures(kept['ensembles'], runs),
         'anchors': kept['anchors'],
+        'earlier': kept['earlier'],
         'decoders': decoders,
         'comparisons': comparisons(steps, decoders, sentence_stats, n_samples),
         'by_length': length_figures(steps, decoders, sentence_stats, data_dir,
@@ -452,8 +475,9 @@ def as_kept(step):
 
 def keep_steps(steps, out):
     """Each step's training log into OUT/logs/ (absolute paths made relative)
-    and its test translations into OUT/translations/NAME/."""
-    for step in steps:
+    and its test translations into OUT/translations/NAME/; an earlier
+    training's first (its files are those its run's copies replace)."""
+    for step in sorted(steps, key=lambda s: s.kind != 'earlier'):
         if step.log is not None:
             copy_text(step.log, os.path.join(out, as_kept(step)['log']), relative_paths)
         if step.translations:
@@ -475,7 +499,7 @@ def plot_validation(steps, png, at=None):
     """Validation cost and BLEU of every run (up to update ``at``): a
     colour a decoder, a line a seed."""
     from machinery import plots
-    runs = [s for s in steps if s.log is not None]
+    runs = [s for s in steps if s.kind == 'runs' and s.log is not None]
     colours = decoder_colours(list(collections.OrderedDict.fromkeys(
         s.result['decoder'] for s in runs)))
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4))

@@ -4,7 +4,7 @@ results page and the README show, and nothing they compute themselves.
 
 Every figure comes from the ``figures`` dict that results.json holds
 (``runs``, ``decoders``, ``comparisons``, ``ensembles``, ``anchors``,
-``by_length``, ``settings``), so a page made again from results.json is the
+``by_length``, ``settings``, ``earlier``), so a page made again from results.json is the
 same page (tests/test_multi30k_run.py checks the README's table so).
 """
 NAMES = {'baseline': 'baseline', 'mean': 'mean residual', 'attentive': 'attentive residual'}
@@ -88,20 +88,42 @@ def comparisons_table(figures):
     return table(head, rows)
 
 
+def run_head(figures):
+    return ['updates', 'stopped by', 'best valid BLEU'] + [
+        '%s tok / sacre' % short_names(figures)[s] for s in test_sets(figures)] + [
+        'training (min)']
+
+
+def run_cells(figures, r):
+    """A run's cells under ``run_head``."""
+    return [str(r['updates']), r.get('stop_reason') or '–', '%.2f' % r['best_valid_bleu']] + [
+        '%.2f / %s' % (r['test'][s]['bleu_tok_lc'],
+                       '%.2f' % r['test'][s]['sacrebleu_lc']
+                       if r['test'][s].get('sacrebleu_lc') is not None else '–')
+        for s in test_sets(figures)] + ['%.0f' % (r['train_wall_seconds'] / 60.)
+                                        if r.get('train_wall_seconds') else '–']
+
+
+def run_name(r):
+    return '%s seed %d' % (name(r['decoder']), r['seed'])
+
+
 def runs_table(figures):
-    sets = test_sets(figures)
-    head = ['run', 'updates', 'stopped by', 'best valid BLEU'] + [
-        '%s tok / sacre' % short_names(figures)[s] for s in sets] + ['training (min)']
+    return table(['run'] + run_head(figures),
+                 [[run_name(r)] + run_cells(figures, r) for r in figures['runs']])
+
+
+def earlier_table(figures):
+    """Each run trained twice under its name: the earlier training beside the
+    one the table uses, with their commits."""
+    current = {r['name']: r for r in figures['runs']}
     rows = []
-    for r in figures['runs']:
-        rows.append(['%s seed %d' % (name(r['decoder']), r['seed']), str(r['updates']),
-                     r.get('stop_reason') or '–', '%.2f' % r['best_valid_bleu']] + [
-            '%.2f / %s' % (r['test'][s]['bleu_tok_lc'],
-                           '%.2f' % r['test'][s]['sacrebleu_lc']
-                           if r['test'][s].get('sacrebleu_lc') is not None else '–')
-            for s in sets] + ['%.0f' % (r['train_wall_seconds'] / 60.)
-                              if r.get('train_wall_seconds') else '–'])
-    return table(head, rows)
+    for e in figures.get('earlier', []):
+        for label, r in (('earlier', e), ('the table\'s', current.get(e['run']))):
+            if r is not None:
+                rows.append([run_name(r), label, str(r.get('commit') or '–')] +
+                            run_cells(figures, r))
+    return table(['run', 'training', 'commit'] + run_head(figures), rows)
 
 
 def ensembles_table(figures):
@@ -172,6 +194,11 @@ def page_block(figures):
                   % (short_names(figures)[figures['by_length']['test_set']],
                      figures['by_length']['pool']), ''] + by_length_table(figures)
     lines += ['', '**Every run:**', ''] + runs_table(figures)
+    if figures.get('earlier'):
+        lines += ['', '**Seeds trained twice.** A run trained again under its name (the same '
+                  'command at a later commit; the table uses the later training): both '
+                  'trainings, as far apart as two trainings of one seed and setting come '
+                  'out.', ''] + earlier_table(figures)
     lines += ['', 'sacreBLEU (the second figure of each run): detokenised output against the '
               'raw reference, signature `%s`.' % s['sacrebleu_signature']]
     return lines

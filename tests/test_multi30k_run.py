@@ -261,6 +261,51 @@ def test_results_gathered_again_without_the_run_folders(tmp_path):
         == '\n'.join(WORSE) + '\n'
 
 
+def test_a_seed_trained_again_keeps_its_earlier_training(tmp_path):
+    """A run folder trained again (another commit) replaces the run in the
+    table; the earlier training stays in results.json and on the page as
+    NAME.earlier1 with its own log and translations, whether its folder is
+    there or not; a third training is earlier2."""
+    data, runs, out, page, readme, first = gathered_study(tmp_path)
+    old_log = (out / 'logs' / 'baseline-seed1.log.jsonl').read_text()
+
+    def train_again(commit, bleu):
+        shutil.rmtree(runs / 'baseline-seed1', ignore_errors=True)
+        fake_run(runs, data, 'baseline', 1, REFS, bleu)
+        result = json.loads((runs / 'baseline-seed1' / 'result.json').read_text())
+        result.update(commit=commit, train_wall_seconds=60. * bleu)
+        (runs / 'baseline-seed1' / 'result.json').write_text(json.dumps(result))
+
+    train_again('c0ffee1', 40.)
+    gather_results(runs, data, out, '--bootstrap', '200', '--page', page)
+    results = json.loads((out / 'results.json').read_text())
+    [earlier] = results['earlier']
+    assert (earlier['name'], earlier['run'], earlier['best_valid_bleu']) == (
+        'baseline-seed1.earlier1', 'baseline-seed1', 31.)
+    assert results['runs'][0]['best_valid_bleu'] == 40. and results['runs'][0]['commit'] == 'c0ffee1'
+    assert (out / earlier['log']).read_text() == old_log
+    assert (out / 'translations' / 'baseline-seed1.earlier1' / 'test_2016_flickr.hyp.tok'
+            ).read_text() == '\n'.join(WORSE) + '\n'
+    assert (out / 'translations' / 'baseline-seed1' / 'test_2016_flickr.hyp.tok'
+            ).read_text() == '\n'.join(REFS) + '\n'
+    text = page.read_text()
+    assert '**Seeds trained twice.**' in text
+    assert '| baseline seed 1 | earlier | – | 2000 |' in text
+    assert '| baseline seed 1 | the table\'s | c0ffee1 | 2000 |' in text
+    # gathered again, with and without the run's folder: the same
+    gather_results(runs, data, out, '--bootstrap', '200', '--page', page)
+    assert json.loads((out / 'results.json').read_text()) == results
+    shutil.rmtree(runs / 'baseline-seed1')
+    gather_results(runs, data, out, '--bootstrap', '200', '--page', page)
+    assert json.loads((out / 'results.json').read_text()) == results
+    train_again('c0ffee2', 41.)
+    gather_results(runs, data, out, '--bootstrap', '200', '--page', page)
+    results = json.loads((out / 'results.json').read_text())
+    assert [(e['name'], e['best_valid_bleu']) for e in results['earlier']] == [
+        ('baseline-seed1.earlier1', 31.), ('baseline-seed1.earlier2', 40.)]
+    assert [r['name'] for r in results['runs']].count('baseline-seed1') == 1
+
+
 def test_faulty_inputs_of_the_gathering_write_nothing(tmp_path):
     """A kept translation with lines missing, an empty training log, a page
     without its markers: one error line naming the file, exit 1, and
