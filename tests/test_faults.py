@@ -26,7 +26,7 @@ from machinery import training_log
 
 from helpers import default_signals, error_line
 
-from tiny_runs import (NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, case_copy, log_events,
+from tiny_runs import (NMT, PY, QUICK_ENV, ROOT, TRAIN_FLAGS, case_copy, log_events, freeze,
                        make_corpus, run, start_training, wait_for_event)
 
 BUILD_DICTIONARY = os.path.join(ROOT, 'build_dictionary.py')
@@ -327,7 +327,7 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
     log = str(corpus / 'sig.npz.log.jsonl')
     proc = start_training(corpus, 'sig.npz', *flags)
     wait_for_event(proc, log, 'update', min_uidx=3)
-    proc.send_signal(signal.SIGSTOP)   # paused (its lock held): the folder stays as it is
+    freeze(proc)   # paused (its lock held): the folder stays as it is
     before = snapshot(str(corpus))
     for flag in ('--reload', '--restart'):   # --restart moves nothing of a running run
         second = train(corpus, 'sig.npz', '--finish_after', '5', flag, *flags, check=False)
@@ -361,13 +361,13 @@ def test_sigterm_checkpoints_and_reload_continues_exactly(corpus):
 
 
 def kill_while(proc, under_way, seconds=60):
-    """kill -9 while under_way() is true: stopped (SIGSTOP) when it is seen,
-    killed if it still is, else let go on; a loaded machine's save may end
-    between the look and the kill."""
+    """kill -9 while under_way() is true: stopped (SIGSTOP, every thread)
+    when it is seen, killed if it still is, else let go on; a loaded
+    machine's save may end between the look and the stop."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         if under_way():
-            proc.send_signal(signal.SIGSTOP)
+            freeze(proc)
             if under_way():
                 break
             proc.send_signal(signal.SIGCONT)

@@ -3,6 +3,7 @@ tests that run the programs end to end (test_cli.py, test_training_log.py,
 test_faults.py)."""
 import json
 import os
+import signal
 import shutil
 import subprocess
 import time
@@ -64,6 +65,27 @@ def start_training(cwd, model, *flags):
                             + TRAIN_FLAGS + list(flags), cwd=cwd, stdout=out,
                             stderr=subprocess.STDOUT, preexec_fn=default_signals,
                             env=dict(QUICK_ENV, PYTHONUNBUFFERED='1'))
+
+
+def freeze(proc, timeout=10):
+    """SIGSTOP ``proc`` and wait until every thread of it has stopped (the
+    signal is delivered asynchronously: a running process goes on for a
+    moment after send_signal returns)."""
+    proc.send_signal(signal.SIGSTOP)
+    tasks = '/proc/%d/task' % proc.pid
+    end = time.time() + timeout
+    while time.time() < end:
+        states = []
+        for task in os.listdir(tasks):
+            try:
+                with open(os.path.join(tasks, task, 'stat')) as f:
+                    states.append(f.read().rsplit(')', 1)[1].split()[0])
+            except OSError:        # a thread that ended meanwhile
+                pass
+        if states and all(state in 'tT' for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError('process %d did not stop within %d s of SIGSTOP' % (proc.pid, timeout))
 
 
 def log_events(path):
