@@ -4,8 +4,9 @@ results page and the README show, and nothing they compute themselves.
 
 Every figure comes from the ``figures`` dict that results.json holds
 (``runs``, ``decoders``, ``comparisons``, ``ensembles``, ``anchors``,
-``by_length``, ``settings``, ``earlier``), so a page made again from results.json is the
-same page (tests/test_multi30k_run.py checks the README's table so).
+``by_length``, ``settings``, ``earlier``), so a page made again from
+results.json is the same page (tests/test_multi30k_run.py checks the README's
+table so).
 """
 NAMES = {'baseline': 'baseline', 'mean': 'mean residual', 'attentive': 'attentive residual'}
 BASELINE = 'baseline'
@@ -197,8 +198,8 @@ def page_block(figures):
     if figures.get('earlier'):
         lines += ['', '**Seeds trained twice.** A run trained again under its name (the same '
                   'command at a later commit; the table uses the later training): both '
-                  'trainings, as far apart as two trainings of one seed and setting come '
-                  'out.', ''] + earlier_table(figures)
+                  'trainings side by side, how far apart two trainings of one seed and '
+                  'setting land.', ''] + earlier_table(figures)
     lines += ['', 'sacreBLEU (the second figure of each run): detokenised output against the '
               'raw reference, signature `%s`.' % s['sacrebleu_signature']]
     return lines

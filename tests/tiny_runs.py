@@ -3,8 +3,8 @@ tests that run the programs end to end (test_cli.py, test_training_log.py,
 test_faults.py)."""
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import time
 
