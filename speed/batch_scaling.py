@@ -102,9 +102,10 @@ def measure(args):
     for n in args.batch_sizes:
         grad, step, wall = timed_batch_size(model, options, args.config, n, args.updates,
                                             args.seed)
-        rows.append(OrderedDict([('batch_size', n), ('gradient_cpu_sec', round(grad, 5)),
-                                 ('step_cpu_sec', round(step, 5)),
-                                 ('wall_sec', round(wall, 5))]))
+        # to 0.1 microsecond: a tiny model's step takes a few microseconds
+        rows.append(OrderedDict([('batch_size', n), ('gradient_cpu_sec', round(grad, 7)),
+                                 ('step_cpu_sec', round(step, 7)),
+                                 ('wall_sec', round(wall, 7))]))
         benchmark.log('batch %d: gradients %.1f ms, step %.1f ms CPU an update (wall %.1f)'
                       % (n, 1000 * grad, 1000 * step, 1000 * wall))
     return options, rows
@@ -118,8 +119,8 @@ def report(args, options, rows):
     result = OrderedDict([
         ('mode', 'batch_scaling'), ('config', args.config), ('decoder', args.decoder),
         ('threads', args.threads), ('updates_per_size', args.updates), ('rows', rows),
-        ('gradient_fixed_cpu_sec', round(fixed, 5)),
-        ('gradient_cpu_sec_per_sentence', round(per_sentence, 6)),
+        ('gradient_fixed_cpu_sec', round(fixed, 7)),
+        ('gradient_cpu_sec_per_sentence', round(per_sentence, 8)),
         ('fit_from_batch_size', FIT_FROM), ('batch_size', batch),
         ('fixed_share_at_batch', round(fixed / (fixed + per_sentence * batch), 3)),
         ('workers', args.workers),

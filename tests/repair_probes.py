@@ -185,20 +185,34 @@ def probe_stable_gpu_sources():
 
 def _unique_modules(count):
     """A function of count C modules that no cache holds, made: the libraries
-    it compiled and module_compiles' counts."""
+    it compiled and module_compiles' counts.  Other probes may compile into
+    the same folder at the same time (the test runner's workers), so the
+    libraries are told apart by their source, which names each copy's k."""
     import glob
     from theano_platform import module_compiles
     from unversioned_op import UnversionedCopy
     x = tensor.matrix('x')
-    before = set(glob.glob(os.path.join(theano.config.compiledir, 'tmp*', '*.so')))
-    first = _unique_modules.made     # a new k, a new module, in this process too
+    # a new k, a new module: in this process too, and in no other process
+    first = os.getpid() * 1000 + _unique_modules.made
     _unique_modules.made += count
-    fn = theano.function([x], [UnversionedCopy(first + k)(x * (k + 2)) for k in range(count)])
+    ks = [first + k for k in range(count)]
+    fn = theano.function([x], [UnversionedCopy(ks[k])(x * (k + 2)) for k in range(count)])
     a = RNG.rand(3, 3).astype('float32')
     expect_close(fn(a)[-1], a * (count + 1))
-    made = set(glob.glob(os.path.join(theano.config.compiledir, 'tmp*', '*.so'))) - before
+    made = [so for so in glob.glob(os.path.join(theano.config.compiledir, 'tmp*', '*.so'))
+            if _names_a_copy(os.path.join(os.path.dirname(so), 'mod.cpp'), ks)]
     assert len(made) >= count, 'compiled %d modules, expected %d or more' % (len(made), count)
     return sorted(made), module_compiles.stats
+
+
+def _names_a_copy(source, ks):
+    """Whether the C source file names one of the copies ks."""
+    try:
+        with open(source) as f:
+            text = f.read()
+    except OSError:
+        return False
+    return any('/* copy number %d */' % k in text for k in ks)
 
 
 _unique_modules.made = 0
