@@ -171,3 +171,48 @@ def test_preprocess_with_jobs_ends_at_a_fault(raw_corpus, tmp_path, fault):
     cmd.wait_for(lambda: 'tokenising' in cmd.stderr())
     assert_ends_cleanly(cmd, workers, fault, 'tokenisation', 2)
     assert os.listdir(str(out)) == []
+
+
+# A pool whose job queue signals the process at the worst moment of its
+# second put: the queue's lock just taken, the ``with`` that would release
+# it not yet in force.  Without DeferredSignals the handler's exception left
+# the lock taken and the queue's close() waited on it for ever.
+SIGNAL_INSIDE_PUT = '''
+import signal, sys, threading
+from machinery import cli
+from machinery.worker_processes import WorkerPool
+
+class SignalInsideLock(object):
+    def __init__(self, condition):
+        self.condition, self.entries = condition, 0
+    def __enter__(self):
+        self.condition.__enter__()
+        if threading.current_thread() is threading.main_thread():
+            self.entries += 1
+            if self.entries == 2:
+                signal.raise_signal(signal.%s)   # its handler runs here
+    def __exit__(self, *exc):
+        return self.condition.__exit__(*exc)
+    def __getattr__(self, name):
+        return getattr(self.condition, name)
+
+def work():
+    pool = WorkerPool(lambda: str.upper, 2, 'test')
+    pool.jobs._notempty = SignalInsideLock(pool.jobs._notempty)
+    with pool:
+        list(pool.imap(['a line'] * 100))
+
+sys.exit(cli.run(work))
+'''
+
+
+@pytest.mark.parametrize('signum, status, message', [
+    ('SIGINT', 130, 'interrupted: Ctrl-C (SIGINT)'),
+    ('SIGTERM', 143, 'interrupted: SIGTERM')])
+def test_a_signal_inside_the_queues_lock_waits_for_it(signum, status, message):
+    """Ctrl-C or SIGTERM while the parent holds the job queue's lock: the
+    command still ends at once with its one line (it hung before)."""
+    proc = subprocess.run([PY, '-c', SIGNAL_INSIDE_PUT % signum], cwd=ROOT, env=QUICK_ENV,
+                          capture_output=True, text=True, timeout=30,
+                          preexec_fn=default_signals)
+    assert (proc.returncode, proc.stderr.strip()) == (status, message)
