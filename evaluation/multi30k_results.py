@@ -53,7 +53,7 @@ from machinery import cli
 from machinery.output_files import write_json, write_text
 from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError, read_lines
-from machinery.training_log import read_training_log
+from machinery.training_log import last_training_ended, read_training_log
 from machinery.vocab import words
 
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
@@ -115,6 +115,10 @@ def find_steps(runs_dir, data_dir, at=None):
         result = load_json(result_path)
         kind = kind_of(os.path.basename(step_dir), result)
         if at and kind != 'runs':
+            continue
+        if kind == 'runs' and not at and not training_ended(step_dir):
+            print('note: %s is training again (or was interrupted): its result.json is '
+                  'of an earlier training: left out' % step_dir, file=sys.stderr)
             continue
         name = os.path.basename(step_dir)
         result = dict(result, name=name,
@@ -209,6 +213,16 @@ def portable_command(command, data_dir, runs_dir):
             if word == old or word.startswith(old + os.sep):
                 out[i] = new + word[len(old):]
     return ' '.join(shlex.quote(w) for w in out)
+
+
+def training_ended(run_dir):
+    """Whether the last training in ``run_dir`` ended (its log says so), so
+    that its result.json is that training's, not an earlier one's that a
+    new training in the same folder will replace."""
+    log = os.path.join(run_dir, LOG)
+    events = read_training_log(log) if os.path.exists(log) else []
+    started = any(e['event'] == 'start' for e in events)   # check_logs: a log without
+    return not started or last_training_ended(events)      # its start is an error
 
 
 def training_log_of(folder):

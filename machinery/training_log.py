@@ -133,6 +133,16 @@ def readable_events(path):
     return reader.new_events() + reader.skip_rest()
 
 
+def last_training_ended(events):
+    """Whether the log's last training process ended (an ``end`` after its
+    last ``start``); False without a ``start``: a run still training, or
+    one interrupted (killed, or stopped on a signal before its end)."""
+    names = [e['event'] for e in events]
+    if 'start' not in names:
+        return False
+    return 'end' in names[len(names) - 1 - names[::-1].index('start'):]
+
+
 def last_update(path):
     """The highest update number among a log's readable events (0 without)."""
     return max([e['uidx'] for e in readable_events(path)] or [0])

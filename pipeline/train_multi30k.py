@@ -59,7 +59,7 @@ from machinery.output_files import write_json, write_text
 from machinery.pickle_and_json import load_json
 from pipeline.train_pair import BPE_UNDO, ROOT, _q, decoder_flags, parse_with_extra, run
 from machinery.text_io import InputError, read_lines
-from machinery.training_log import read_training_log
+from machinery.training_log import last_training_ended, read_training_log
 
 SRC, TRG = 'en', 'de'
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
@@ -327,11 +327,10 @@ def run_state(model_dir):
     log = os.path.join(model_dir, 'model.npz.log.jsonl')
     if not os.path.exists(log):
         return NEW
-    events = [e['event'] for e in read_training_log(log)]
-    if 'start' not in events:
+    events = read_training_log(log)
+    if not any(e['event'] == 'start' for e in events):
         return NEW
-    last_start = len(events) - 1 - events[::-1].index('start')
-    return TRAINED if 'end' in events[last_start:] else INTERRUPTED
+    return TRAINED if last_training_ended(events) else INTERRUPTED
 
 
 def train_and_score(args):

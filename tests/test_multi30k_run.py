@@ -129,7 +129,8 @@ def fake_run(runs, data, decoder, seed, hyps, valid_bleu):
                for u, c in ((1000, 50.), (2000, 40.))]
     events += [{'event': 'bleu', 'uidx': 1000, 'epoch': 0, 'time': 0., 'bleu': valid_bleu},
                {'event': 'stop', 'uidx': 2000, 'epoch': 0, 'time': 0.,
-                'reason': 'finish_after'}]
+                'reason': 'finish_after'},
+               {'event': 'end', 'uidx': 2000, 'epoch': 0, 'time': 0., 'valid_cost': 40.}]
     (folder / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
 
 
@@ -259,6 +260,22 @@ def test_results_gathered_again_without_the_run_folders(tmp_path):
     assert page.read_text() == text
     assert (out / 'translations' / 'baseline-seed2' / 'test_2017_mscoco.hyp.tok').read_text() \
         == '\n'.join(WORSE) + '\n'
+
+
+def test_a_seed_training_again_is_left_out_until_it_ends(tmp_path):
+    """A run folder whose seed trains again (its log's last training has not
+    ended) still holds the result.json of its earlier training: gathering it
+    leaves the folder out, with a note, and keeps the gathered run as it was
+    (it once replaced the table's row with the stale result)."""
+    data, runs, out, page, readme, first = gathered_study(tmp_path)
+    kept = (out / 'results.json').read_text()
+    log = runs / 'baseline-seed1' / 'model.npz.log.jsonl'
+    with log.open('a') as f:
+        f.write(json.dumps({'event': 'start', 'uidx': 0, 'epoch': 0, 'time': 9.}) + '\n')
+    proc = gather_results(runs, data, out, '--bootstrap', '200', '--page', page)
+    assert 'baseline-seed1 is training again' in proc.stderr
+    assert (out / 'results.json').read_text() == kept
+    assert not (out / 'logs' / 'baseline-seed1.earlier1.log.jsonl').exists()
 
 
 def test_a_seed_trained_again_keeps_its_earlier_training(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from machinery.text_io import InputError
 from tiny_runs import PY, ROOT, make_corpus, start_training, wait_for_event
-from machinery.training_log import LogReader, read_training_log
+from machinery.training_log import LogReader, last_training_ended, read_training_log
 
 PLOT = os.path.join(ROOT, 'analysis', 'plot_training.py')
 
@@ -104,3 +104,18 @@ def test_the_log_names_files_relative_to_the_run_or_the_working_folder(tmp_path,
     assert stop['message'] == ('SIGTERM: the checkpoint is in m.npz; valid data/valid.src; '
                                'not %s2/x, /etc/hosts' % run)
     assert stop['reason'] == 'signal' and stop['uidx'] == 0
+
+
+def test_last_training_ended_reads_the_last_process_of_the_log():
+    """An 'end' after the last 'start': ended; a resumption that has not
+    ended yet, or a log without a start: not (the Multi30k gathering leaves
+    such a run out, train_multi30k.py resumes it)."""
+    def log(*names):
+        return [{'event': name, 'uidx': i, 'epoch': 0, 'time': 0.} for i, name in enumerate(names)]
+
+    assert last_training_ended(log('start', 'update', 'stop', 'end'))
+    assert last_training_ended(log('start', 'stop', 'start', 'end'))
+    assert not last_training_ended(log('start', 'update', 'stop', 'end', 'start', 'update'))
+    assert not last_training_ended(log('start', 'update', 'stop'))
+    assert not last_training_ended(log('update', 'end'))
+    assert not last_training_ended([])
