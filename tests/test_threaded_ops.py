@@ -20,6 +20,7 @@ def functions():
     axes] in FAST_RUN (the threaded ops) and with Theano's ops alone."""
     x, y, z = tensor.matrix('x'), tensor.matrix('y'), tensor.tensor3('z')
     outs = [tensor.dot(x, y), tensor.dot(x.T, x), tensor.dot(y, y.T), tensor.dot(x[::2], y),
+            tensor.tanh(tensor.dot(x, y)) * 3 + tensor.dot(x[::-1], y) * 0.5,   # a Gemm
             z.sum(axis=(0, 1), acc_dtype='float64')]
     fast = theano.function([x, y, z], outs)
     plain = theano.function([x, y, z], outs, mode=theano.compile.mode.get_mode(
@@ -34,9 +35,9 @@ def _values(m, k, n):
 
 def test_the_optimizer_replaces_dot22_and_leading_sums(functions):
     fast, plain = functions
-    assert {'ThreadedDot22', 'LeadingSum'} <= _op_names(fast)
-    assert 'Dot22' not in _op_names(fast)
-    assert 'Dot22' in _op_names(plain) and 'ThreadedDot22' not in _op_names(plain)
+    assert {'ThreadedDot22', 'ThreadedGemm', 'LeadingSum'} <= _op_names(fast)
+    assert not {'Dot22', 'Gemm'} & _op_names(fast)
+    assert {'Dot22', 'Gemm'} <= _op_names(plain) and 'ThreadedDot22' not in _op_names(plain)
 
 
 # the last but one large enough for two threads in every op
@@ -67,3 +68,41 @@ def test_numpy_perform_of_the_threaded_ops():
     got = f(*values)
     np.testing.assert_allclose(got[0], values[0] @ values[1], rtol=1e-6)
     np.testing.assert_allclose(got[1], values[2].sum((0, 1)), rtol=1e-6)
+
+
+@pytest.mark.parametrize('layout', ['rows', 'columns', 'strided'])
+def test_threaded_gemm_writes_over_z_in_any_layout(layout):
+    """z = b z + a x @ y over a z stored by rows, by columns (a transpose)
+    or with strides on both axes (computed in a copy, copied back), on two
+    threads; b = 0 reads nothing of z (a NaN
+    there stays out), as BLAS's gemm."""
+    z, x, y, a, b = (tensor.matrix('z'), tensor.matrix('x'), tensor.matrix('y'),
+                     tensor.scalar('a'), tensor.scalar('b'))
+    f = theano.function([theano.In(z, mutable=True), a, x, y, b],
+                        threaded_ops.ThreadedGemm()(z, a, x, y, b), accept_inplace=True)
+    rng = np.random.RandomState(3)
+    m, k, n = 300, 70, 240
+    xv, yv = (rng.standard_normal(s).astype('float32') for s in ((m, k), (k, n)))
+    start = rng.standard_normal((m, n)).astype('float32')
+
+    def stored(values):
+        if layout == 'columns':
+            return np.asfortranarray(values)
+        if layout == 'strided':      # neither rows nor columns contiguous: a copy
+            room = np.zeros((2 * m, 2 * n), 'float32')
+            room[::2, ::2] = values
+            return room[::2, ::2]
+        return values.copy()
+
+    if not _omp_set_num_threads(2):
+        pytest.skip('no libgomp')
+    try:
+        over = stored(start)
+        got = f(over, 0.5, xv, yv, 2.)
+        unread = f(stored(np.full((m, n), np.nan, 'float32')), 1., xv, yv, 0.)
+    finally:
+        _omp_set_num_threads(1)
+    expected = 2 * start.astype('float64') + 0.5 * (xv.astype('float64') @ yv)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(over, expected, rtol=1e-4, atol=1e-4)    # written over z
+    np.testing.assert_allclose(unread, xv.astype('float64') @ yv, rtol=1e-4, atol=1e-4)

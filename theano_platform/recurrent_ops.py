@@ -67,14 +67,16 @@ static void nmt_gemm(int ta, int tb, npy_intp M, npy_intp N, npy_intp K, float a
     sgemm_(tb ? "T" : "N", ta ? "T" : "N", &n, &m, &k, &alpha, B, &lb, A, &la, &beta, C, &lc);
 }
 
-/* OpenBLAS's thread count (NULL with another BLAS): a parallel loop whose
-   threads call the BLAS keeps it on one thread meanwhile */
+/* OpenBLAS's thread count (NULL with another BLAS): the ops keep it on one
+   thread while they call it, on one OpenMP thread too: OpenBLAS's own
+   threads would compete for the cores with the OpenMP threads, which spin
+   a while between the ops (theano_env: GOMP_SPINCOUNT) */
 extern "C" int openblas_get_num_threads(void) __attribute__((weak));
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
-static int nmt_blas_single(int nt)
+static int nmt_blas_single(void)
 {
-    if (nt <= 1 || !openblas_get_num_threads || !openblas_set_num_threads)
+    if (!openblas_get_num_threads || !openblas_set_num_threads)
         return 0;
     int before = openblas_get_num_threads();
     if (before > 1)
@@ -105,13 +107,14 @@ static int nmt_threads_for(double work, npy_intp units)
 /* nmt_gemm with the output's rows (or, when there are more columns, its
    columns) split over the OpenMP threads, each block one BLAS call on its
    thread: every element is the same dot product as in one call */
-static void nmt_parallel_gemm(int ta, int tb, npy_intp M, npy_intp N, npy_intp K,
-                              const float* A, npy_intp lda, const float* B, npy_intp ldb,
-                              float beta, float* C, npy_intp ldc)
+static void nmt_parallel_gemm_alpha(int ta, int tb, npy_intp M, npy_intp N, npy_intp K,
+                                    float alpha, const float* A, npy_intp lda,
+                                    const float* B, npy_intp ldb,
+                                    float beta, float* C, npy_intp ldc)
 {
     const int by_rows = M >= N;
     const npy_intp units = by_rows ? M : N;
-    const int nt = nmt_threads_for(2. * M * N * K, units), blas = nmt_blas_single(nt);
+    const int nt = nmt_threads_for(2. * M * N * K, units), blas = nmt_blas_single();
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int t = 0;
@@ -120,13 +123,20 @@ static void nmt_parallel_gemm(int ta, int tb, npy_intp M, npy_intp N, npy_intp K
         #endif
         const npy_intp a = units * t / nt, b = units * (t + 1) / nt;
         if (by_rows)
-            nmt_gemm(ta, tb, b - a, N, K, 1.f, ta ? A + a : A + a * lda, lda, B, ldb, beta,
+            nmt_gemm(ta, tb, b - a, N, K, alpha, ta ? A + a : A + a * lda, lda, B, ldb, beta,
                      C + a * ldc, ldc);
         else
-            nmt_gemm(ta, tb, M, b - a, K, 1.f, A, lda, tb ? B + a * ldb : B + a, ldb, beta,
+            nmt_gemm(ta, tb, M, b - a, K, alpha, A, lda, tb ? B + a * ldb : B + a, ldb, beta,
                      C + a, ldc);
     }
     nmt_blas_restore(blas);
+}
+
+static void nmt_parallel_gemm(int ta, int tb, npy_intp M, npy_intp N, npy_intp K,
+                              const float* A, npy_intp lda, const float* B, npy_intp ldb,
+                              float beta, float* C, npy_intp ldc)
+{
+    nmt_parallel_gemm_alpha(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* the layout of a matrix as a row-major operand: 0 C-contiguous, 1 its

@@ -15,7 +15,7 @@ imports this module first; the user sets nothing by hand.  What it fixes:
   (translate.py -p, speed/benchmark.py --processes) call ``limit_threads(1)``;
   the MPI workers on one machine (``mpirun -np N``, distributed.py) take
   an equal share of its cores each.
-  OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE).
+  OpenMP's idle threads spin a while before they sleep (GOMP_SPINCOUNT).
 * memory: the C allocator keeps what an update frees for the next
   (allocator.py: without it, page faults are 5% of a training run's CPU time).
 * float32, and a compile cache whose name does not depend on the kernel
@@ -102,10 +102,11 @@ def _choose_threads():
 
 _forget_inherited_choice()
 _choose_threads()
-# OpenMP's threads sleep when idle instead of spinning: OpenBLAS's threads
-# run between the ops (spinning, they took the cores from BLAS: the
-# one-sentence search was 1.4x slower on 2 threads)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's idle threads spin a while (200,000 turns of a wait loop) before they
+# sleep: a thread woken from sleep for each op cost training on two threads
+# 10% and the one-sentence search 30% (docs/speed.md#two-cores-in-one-process).
+# No op runs OpenBLAS's own threads, which the spinning would slow down.
+os.environ.setdefault("GOMP_SPINCOUNT", "200000")
 
 
 def _blas_ldflags():

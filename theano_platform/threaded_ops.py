@@ -7,6 +7,9 @@ threads well, replaced by ops that split their work over the OpenMP threads
   OpenMP threads of the other ops): ``ThreadedDot22`` gives each thread a
   block of the output's rows (or columns), computed by one BLAS call on that
   thread, the BLAS on one thread meanwhile;
+* ``Gemm{inplace}`` (z = b z + a x @ y over z: the decoders' products
+  with a bias): ``ThreadedGemm``, split as ``ThreadedDot22``, so that no
+  op of a graph runs on OpenBLAS's own threads;
 * the sums over leading axes (the biases' gradients, ``Sum{axis=[0, 1]}``),
   which Theano's CAReduce computes on one thread: ``LeadingSum`` gives each
   thread a block of the columns.
@@ -83,6 +86,67 @@ class ThreadedDot22(_ThreadedCOp):
 """ % dict(z=z)
 
 
+class ThreadedGemm(_ThreadedCOp):
+    """Theano's Gemm{inplace}, z = b z + a (x @ y) written over z, the rows
+    (or columns) of z split over the OpenMP threads as in ThreadedDot22."""
+    __props__ = ()
+    destroy_map = {0: [0]}
+
+    def make_node(self, z, a, x, y, b):
+        z, a, x, y, b = (fast_ops._as_f32(v) for v in (z, a, x, y, b))
+        if (z.ndim, a.ndim, x.ndim, y.ndim, b.ndim) != (2, 0, 2, 2, 0):
+            raise TypeError('ThreadedGemm takes a matrix, a scalar, two matrices, a scalar')
+        return Apply(self, [z, a, x, y, b], [z.type()])
+
+    def perform(self, node, inputs, outputs):
+        z, a, x, y, b = inputs
+        product = a * (x @ y)
+        z[...] = product if b == 0 else b * z + product   # b = 0: z's values unread
+        outputs[0][0] = z
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0]]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        z, a, x, y, b = inputs
+        return r"""
+{
+    PyArrayObject* xs = %(x)s;
+    PyArrayObject* ys = %(y)s;
+    PyArrayObject* zs = %(z)s;
+    npy_intp lda, ldb, ldz;
+    int ta = nmt_layout(xs, &lda), tb = nmt_layout(ys, &ldb), tz = nmt_layout(zs, &ldz);
+    PyArrayObject* xc = NULL;
+    PyArrayObject* yc = NULL;
+    PyArrayObject* zc = NULL;
+    if (ta < 0) { xc = (PyArrayObject*)PyArray_NewCopy(xs, NPY_CORDER); xs = xc; ta = nmt_layout(xs, &lda); }
+    if (tb < 0) { yc = (PyArrayObject*)PyArray_NewCopy(ys, NPY_CORDER); ys = yc; tb = nmt_layout(ys, &ldb); }
+    if (tz < 0) { zc = (PyArrayObject*)PyArray_NewCopy(zs, NPY_CORDER); zs = zc; tz = nmt_layout(zs, &ldz); }
+    if (xs == NULL || ys == NULL || zs == NULL) { Py_XDECREF(xc); Py_XDECREF(yc); Py_XDECREF(zc); %(fail)s }
+    const npy_intp M = PyArray_DIMS(xs)[0], K = PyArray_DIMS(xs)[1], N = PyArray_DIMS(ys)[1];
+    if (PyArray_DIMS(ys)[0] != K || PyArray_DIMS(zs)[0] != M || PyArray_DIMS(zs)[1] != N) {
+        PyErr_SetString(PyExc_ValueError, "ThreadedGemm: shapes do not match");
+        Py_XDECREF(xc); Py_XDECREF(yc); Py_XDECREF(zc); %(fail)s
+    }
+    const float alpha = *(const float*)PyArray_DATA(%(a)s), beta = *(const float*)PyArray_DATA(%(b)s);
+    const float* X = (const float*)PyArray_DATA(xs);
+    const float* Y = (const float*)PyArray_DATA(ys);
+    if (tz == 0)
+        nmt_parallel_gemm_alpha(ta, tb, M, N, K, alpha, X, lda, Y, ldb, beta,
+                                (float*)PyArray_DATA(zs), ldz);
+    else    /* z stored as its transpose: z' = b z' + a (y' @ x') */
+        nmt_parallel_gemm_alpha(!tb, !ta, N, M, K, alpha, Y, ldb, X, lda, beta,
+                                (float*)PyArray_DATA(zs), ldz);
+    int failed = zc != NULL && PyArray_CopyInto(%(z)s, zc) < 0;
+    Py_XDECREF(xc); Py_XDECREF(yc); Py_XDECREF(zc);
+    if (failed) { %(fail)s }
+    Py_XDECREF(%(out)s);
+    %(out)s = %(z)s;
+    Py_INCREF(%(out)s);
+}
+""" % dict(x=x, y=y, z=z, a=a, b=b, out=outputs[0], fail=sub['fail'])
+
+
 class LeadingSum(_ThreadedCOp):
     """The sum of a float32 array over its first ``axes`` axes, in doubles,
     as Theano's Sum{acc_dtype=float64} of them: the columns (the values of
@@ -146,11 +210,11 @@ class LeadingSum(_ThreadedCOp):
 """ % dict(z=z, cleanup=cleanup, fail=fail)
 
 
-@local_optimizer([theano_blas.Dot22, theano_elemwise.Sum])
+@local_optimizer([theano_blas.Dot22, theano_blas.Gemm, theano_elemwise.Sum])
 def _threaded(fgraph, node):
-    """Dot22 of float32 matrices -> ThreadedDot22; Sum over leading axes of
-    a float32 array in doubles -> LeadingSum (CPU graphs only; not with
-    NMT_THEANO_OPS=1)."""
+    """Dot22 of float32 matrices -> ThreadedDot22; Gemm{inplace} ->
+    ThreadedGemm; Sum over leading axes of a float32 array in doubles ->
+    LeadingSum (CPU graphs only; not with NMT_THEANO_OPS=1)."""
     if theano.config.device != 'cpu' or fast_ops.theano_ops_asked():
         return False
     op, out = node.op, node.outputs[0]
@@ -158,6 +222,8 @@ def _threaded(fgraph, node):
         return False
     if isinstance(op, theano_blas.Dot22):
         return [ThreadedDot22()(*node.inputs)]
+    if type(op) is theano_blas.Gemm and op.inplace:
+        return [ThreadedGemm()(*node.inputs)]
     if (type(op) is theano_elemwise.Sum and op.axis is not None and op.acc_dtype == 'float64'
             and list(op.axis) == list(range(len(op.axis))) and 0 < len(op.axis) < node.inputs[0].ndim):
         return [LeadingSum(len(op.axis))(node.inputs[0])]
