@@ -9,7 +9,9 @@ RUNS_DIR holds one folder a step, each with its result.json: ``DECODER-seedSEED/
 (a run: its training log and test translations too), ``DECODER-ensemble/``
 (an ensemble of a decoder's seeds), ``marian-*/`` (an anchor).  The steps
 gathered into OUT before stay when their folders are gone (a fresh machine):
-they are read from OUT.  Writes, only once every figure could be made (a
+they are read from OUT; a run's folder that trains again (its log's last
+training has not ended) is left out, its run kept as gathered.  Writes,
+only once every figure could be made (a
 translation with the wrong number of lines, a missing log: one error line,
 nothing written):
 
