@@ -67,8 +67,8 @@ class ThreadedDot22(_ThreadedCOp):
     int ta = nmt_layout(xs, &lda), tb = nmt_layout(ys, &ldb);
     PyArrayObject* xc = NULL;
     PyArrayObject* yc = NULL;
-    if (ta < 0) { xc = (PyArrayObject*)PyArray_NewCopy(xs, NPY_CORDER); xs = xc; ta = nmt_layout(xs, &lda); }
-    if (tb < 0) { yc = (PyArrayObject*)PyArray_NewCopy(ys, NPY_CORDER); ys = yc; tb = nmt_layout(ys, &ldb); }
+    if (ta < 0) { xc = (PyArrayObject*)PyArray_NewCopy(xs, NPY_CORDER); xs = xc; ta = xc ? nmt_layout(xs, &lda) : 0; }
+    if (tb < 0) { yc = (PyArrayObject*)PyArray_NewCopy(ys, NPY_CORDER); ys = yc; tb = yc ? nmt_layout(ys, &ldb) : 0; }
     if (xs == NULL || ys == NULL) { Py_XDECREF(xc); Py_XDECREF(yc); %(fail)s }
     const npy_intp M = PyArray_DIMS(xs)[0], K = PyArray_DIMS(xs)[1], N = PyArray_DIMS(ys)[1];
     if (PyArray_DIMS(ys)[0] != K) {
@@ -119,9 +119,9 @@ class ThreadedGemm(_ThreadedCOp):
     PyArrayObject* xc = NULL;
     PyArrayObject* yc = NULL;
     PyArrayObject* zc = NULL;
-    if (ta < 0) { xc = (PyArrayObject*)PyArray_NewCopy(xs, NPY_CORDER); xs = xc; ta = nmt_layout(xs, &lda); }
-    if (tb < 0) { yc = (PyArrayObject*)PyArray_NewCopy(ys, NPY_CORDER); ys = yc; tb = nmt_layout(ys, &ldb); }
-    if (tz < 0) { zc = (PyArrayObject*)PyArray_NewCopy(zs, NPY_CORDER); zs = zc; tz = nmt_layout(zs, &ldz); }
+    if (ta < 0) { xc = (PyArrayObject*)PyArray_NewCopy(xs, NPY_CORDER); xs = xc; ta = xc ? nmt_layout(xs, &lda) : 0; }
+    if (tb < 0) { yc = (PyArrayObject*)PyArray_NewCopy(ys, NPY_CORDER); ys = yc; tb = yc ? nmt_layout(ys, &ldb) : 0; }
+    if (tz < 0) { zc = (PyArrayObject*)PyArray_NewCopy(zs, NPY_CORDER); zs = zc; tz = zc ? nmt_layout(zs, &ldz) : 0; }
     if (xs == NULL || ys == NULL || zs == NULL) { Py_XDECREF(xc); Py_XDECREF(yc); Py_XDECREF(zc); %(fail)s }
     const npy_intp M = PyArray_DIMS(xs)[0], K = PyArray_DIMS(xs)[1], N = PyArray_DIMS(ys)[1];
     if (PyArray_DIMS(ys)[0] != K || PyArray_DIMS(zs)[0] != M || PyArray_DIMS(zs)[1] != N) {
