@@ -503,3 +503,26 @@ def test_threads_default_to_every_core_and_workers_limit_them():
     theano_env.limit_threads(1)
     assert _omp_max_threads() == 1
     assert all(os.environ[v] == '1' for v in theano_env.THREAD_VARIABLES)
+
+
+def test_an_edit_of_an_ops_c_code_changes_its_cache_version(tmp_path, monkeypatch):
+    """Theano reuses a compiled module whose key (the op's version) it knows:
+    an op whose C code is edited must get another version, or the old module
+    runs (it did: only the support code was in the version)."""
+    import importlib
+
+    def version_of(module_name, c_code):
+        (tmp_path / (module_name + '.py')).write_text(
+            'from theano_platform.fast_ops import _FastCOp\n'
+            'class EditedOp(_FastCOp):\n'
+            '    __props__ = ()\n'
+            '    def perform(self, node, inputs, outputs):\n'
+            '        pass\n'
+            '    def c_code(self, node, name, inputs, outputs, sub):\n'
+            '        return %r\n' % c_code)
+        return importlib.import_module(module_name).EditedOp().c_code_cache_version()
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = version_of('edited_op_first', 'z = x + 1;')
+    assert version_of('edited_op_again', 'z = x + 1;') == first
+    assert version_of('edited_op_edited', 'z = x + 2;') != first

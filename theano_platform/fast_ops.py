@@ -32,6 +32,8 @@ The ops also have NumPy implementations (used by the Python linker).
 """
 import contextlib
 import functools
+import hashlib
+import inspect
 import os
 
 import numpy
@@ -467,7 +469,20 @@ class _FastCOp(COp):
         return ['mvec'] if libmvec_flags() else []
 
     def c_code_cache_version(self):
-        return (6, bool(libmvec_flags()))
+        # with the digest of the op's class and support code: Theano reuses a
+        # module whose key it knows, so an edit of the C must change the key
+        return (6, bool(libmvec_flags()), _c_digest(type(self), self.c_support_code()))
+
+
+@functools.lru_cache(maxsize=None)
+def _c_digest(op_class, support_code):
+    """A digest of an op's C: its class's source (its c_code) and its
+    support code."""
+    try:
+        source = inspect.getsource(op_class)
+    except (OSError, TypeError):    # no source file: the class's name alone
+        source = op_class.__qualname__
+    return hashlib.sha256((source + support_code).encode()).hexdigest()[:16]
 
 
 def _as_f32(x):

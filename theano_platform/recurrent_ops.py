@@ -27,7 +27,6 @@ sigmoid and tanh differ from libm's by an ulp or so): tests/test_recurrent_ops.p
 Inside ``fast_ops.original_graph()`` and on a GPU, layers.py builds Theano's
 scan instead (the original code's graph).  Every op has a NumPy perform().
 """
-import hashlib
 
 import numpy
 
@@ -631,11 +630,6 @@ class _RecurrenceCOp(fast_ops._FastCOp):
     def c_compile_args(self, **kwargs):
         from theano.tensor.blas import ldflags
         return fast_ops._FastCOp.c_compile_args(self) + ldflags(libs=False, flags=True)
-
-    def c_code_cache_version(self):
-        # the C's own digest: an edit of the support code compiles anew
-        digest = hashlib.sha256(self.c_support_code().encode()).hexdigest()[:16]
-        return (1, digest) + fast_ops._FastCOp.c_code_cache_version(self)
 
 
 def _contiguous_inputs(names, inputs, fail):
