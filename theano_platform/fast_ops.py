@@ -74,8 +74,10 @@ _SUPPORT = r"""
 #include <string.h>
 #include <stdlib.h>
 /* below this many values a loop runs on one thread (OpenMP's start costs
-   more than it saves); the number of threads is OMP_NUM_THREADS' */
-#define NMT_PARALLEL_MIN 262144
+   more than it saves; 65536 rather than 262144 since the idle threads spin:
+   training on two threads 1.5% faster); the number of threads is
+   OMP_NUM_THREADS' */
+#define NMT_PARALLEL_MIN 65536
 #if defined(NMT_LIBMVEC) && (defined(__AVX512F__) || defined(__AVX2__))
 #include <immintrin.h>
 #if defined(__AVX512F__)
