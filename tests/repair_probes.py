@@ -251,6 +251,21 @@ def probe_elemwise():
     expect_on_gpu(fn, 'GpuElemwise')
 
 
+def probe_elemwise_openmp():
+    """An element-wise loop long enough for OpenMP's threads (theano_env sets
+    openmp=True and openmp_elemwise_minsize) compiles, runs on the CPU's
+    threads and gives NumPy's numbers."""
+    assert theano.config.openmp and theano.config.openmp_elemwise_minsize <= 65536, \
+        (theano.config.openmp, theano.config.openmp_elemwise_minsize)
+    x, y = tensor.matrix('x'), tensor.matrix('y')
+    fn = theano.function([x, y], tensor.tanh(x + 1) * y + 2)
+    a, b = RNG.rand(300, 300).astype('float32'), RNG.rand(300, 300).astype('float32')
+    expect_close(fn(a, b), np.tanh(a + 1) * b + 2)
+    loops = [n.op for n in fn.maker.fgraph.apply_nodes
+             if isinstance(n.op, tensor.elemwise.Elemwise)]
+    assert loops and all(op.openmp for op in loops), loops
+
+
 def probe_scan():
     """A scan (the recurrent layers' loop): a running sum."""
     x = tensor.matrix('x')

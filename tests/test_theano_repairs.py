@@ -24,9 +24,9 @@ from gpu_devices import DEVICES, why_not
 OPENCL_REASON = why_not('opencl')
 needs_opencl = pytest.mark.skipif(OPENCL_REASON is not None, reason=str(OPENCL_REASON))
 
-CPU_PROBES = ['scan', 'scan_reorder', 'scan_output_address', 'integer_max_min',
-              'no_mpi_at_import', 'numpy_aliases', 'no_numpy_distutils', 'whole_key_files',
-              'props_less_ops_kept', 'external_op_version', 'no_debug_info',
+CPU_PROBES = ['elemwise_openmp', 'scan', 'scan_reorder', 'scan_output_address',
+              'integer_max_min', 'no_mpi_at_import', 'numpy_aliases', 'no_numpy_distutils',
+              'whole_key_files', 'props_less_ops_kept', 'external_op_version', 'no_debug_info',
               'precompiled_prefix', 'compile_ahead', 'numpy2_names', 'numpy2_c_api',
               'numpy2_promotion']
 GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_assert',
@@ -37,6 +37,7 @@ GPU_PROBES = ['elemwise', 'scan', 'integer_max_min', 'float_division', 'shape_as
 # repair: (device kind, probe that fails without it, a fragment of its failure)
 NEEDS = {
     'no_compiled_scan': ('cpu', 'scan', 'longintrepr.h'),
+    'elemwise_openmp_pragma': ('cpu', 'elemwise_openmp', 'expected primary-expression'),
     'no_mpi_at_import': ('cpu', 'no_mpi_at_import', 'import theano initialised MPI'),
     'exact_integer_max_min': ('cpu', 'integer_max_min', '9007199254740992'),
     # numpy 1: import theano fails on numpy.bool; numpy 2 (which has it): numpy.complex

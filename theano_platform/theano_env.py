@@ -236,8 +236,11 @@ def configure(allow_gc=None):
         ("compiledir_format",
          "compiledir_nmt-py%(python_version)s-np%(numpy_version)s-r"
          + theano_repairs.fingerprint() + ("-" + kind if kind else "")),
-        # openmp=True is broken in theano-pymc 1.1.2
-        ("openmp", "False"),
+        # element-wise loops of 65,536 values or more on OpenMP's threads,
+        # as the fast ops' (NMT_PARALLEL_MIN); theano_repairs:
+        # elemwise_openmp_pragma
+        ("openmp", "True"),
+        ("openmp_elemwise_minsize", "65536"),
     ]
     if allow_gc is not None:
         defaults.append(("allow_gc", str(bool(allow_gc))))

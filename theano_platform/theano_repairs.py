@@ -447,6 +447,17 @@ REPAIRS = [
         ("\nimport numpy.distutils\n", "\nimport numpy\n"),
         ("numpy.distutils.misc_util.get_numpy_include_dirs()", "[numpy.get_include()]")),
     SourceEdit(
+        "elemwise_openmp_pragma", "theano.tensor.elemwise",
+        "With openmp=True an Elemwise over contiguous arrays does not compile: "
+        "its OpenMP pragma is written as a plain string holding a Python "
+        "f-string's field ({int(config.openmp_elemwise_minsize)}), which g++ "
+        "reads as C.  The string is made the f-string it was meant to be, so "
+        "the loop runs on OpenMP's threads from openmp_elemwise_minsize "
+        "values on (theano_env sets both flags).",
+        ('contig += """#pragma omp parallel for if(n>={int(config.openmp_elemwise_minsize)})',
+         'contig += f"""#pragma omp parallel for if(n>={int(config.openmp_elemwise_minsize)})'),
+        changes_compiled_code=True),
+    SourceEdit(
         "no_numpy_distutils_blas", "theano.tensor.blas",
         "theano.tensor.blas imports numpy.distutils too, and uses nothing "
         "from it (see no_numpy_distutils).",
