@@ -169,20 +169,35 @@ static void nmt_column_sums(const float* a, npy_intp rows, npy_intp cols, npy_in
             acc[j] += a[i * cols + c0 + j];
 }
 
-/* [A | B | ...]: the matrices (rows x w_i each) side by side (rows x sum w_i) */
-static void nmt_side_by_side(float* out, npy_intp rows, int count,
-                             const float** parts, const npy_intp* widths)
+/* column sums as nmt_column_sums, the columns split over the OpenMP threads
+   (each column added up in the same order: the same sums) */
+static void nmt_parallel_column_sums(const float* a, npy_intp rows, npy_intp cols,
+                                     npy_intp c0, npy_intp w, double* acc)
 {
-    npy_intp total = 0;
-    for (int p = 0; p < count; ++p)
-        total += widths[p];
-    for (npy_intp i = 0; i < rows; ++i) {
-        npy_intp at = 0;
-        for (int p = 0; p < count; ++p) {
-            memcpy(out + i * total + at, parts[p] + i * widths[p], widths[p] * sizeof(float));
-            at += widths[p];
-        }
+    int nt = 1;
+    #ifdef _OPENMP
+    if (rows * w >= NMT_PARALLEL_MIN)
+        nt = omp_get_max_threads();
+    #endif
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = 0;
+        #ifdef _OPENMP
+        t = omp_get_thread_num();
+        #endif
+        const npy_intp ja = w * t / nt, jb = w * (t + 1) / nt;
+        nmt_column_sums(a, rows, cols, c0 + ja, jb - ja, acc + ja);
     }
+}
+
+/* the first w columns of rows x src_ld src into rows x dst_ld dst, the rows
+   split over the OpenMP threads */
+static void nmt_copy_columns(float* dst, npy_intp dst_ld, const float* src, npy_intp src_ld,
+                             npy_intp rows, npy_intp w)
+{
+    #pragma omp parallel for schedule(static) if (rows * w >= NMT_PARALLEL_MIN)
+    for (npy_intp r = 0; r < rows; ++r)
+        memcpy(dst + r * dst_ld, src + r * src_ld, w * sizeof(float));
 }
 
 /* One GRU step of one sample (docs/equations.md#gru) from P = h_prev @ [U |
@@ -286,29 +301,6 @@ typedef float nmt_vecu __attribute__((vector_size(NMT_VW * 4), aligned(4)));
 
 typedef struct { float* data; npy_intp K, N; } nmt_panels;
 
-/* B (K x N) into panels, B[k][j] = W[k * ld + j], or W[j * ld + k] with
-   transposed (the panels of W^T); the last panel padded with zeros */
-static int nmt_panels_make(nmt_panels* p, const float* W, npy_intp ld, npy_intp K,
-                           npy_intp N, int transposed)
-{
-    const npy_intp np_ = (N + NMT_P - 1) / NMT_P;
-    size_t bytes = ((size_t)(np_ * K * NMT_P * sizeof(float)) + 63) / 64 * 64 + 64;
-    p->K = K;
-    p->N = N;
-    p->data = (float*)aligned_alloc(64, bytes);
-    if (p->data == NULL)
-        return 0;
-    for (npy_intp q = 0; q < np_; ++q)
-        for (npy_intp k = 0; k < K; ++k) {
-            float* row = p->data + (q * K + k) * NMT_P;
-            for (npy_intp j = 0; j < NMT_P; ++j) {
-                const npy_intp col = q * NMT_P + j;
-                row[j] = col >= N ? 0.f : transposed ? W[col * ld + k] : W[k * ld + col];
-            }
-        }
-    return 1;
-}
-
 /* C[0:RB, 0:NMT_P] (+)= A[0:RB, 0:K] @ panel (K x NMT_P) */
 template <int RB>
 static inline void nmt_panel_block(const float* A, npy_intp lda, const float* panel,
@@ -384,23 +376,69 @@ static void nmt_panel_gemm(npy_intp M, const float* A, npy_intp lda, const nmt_p
     }
 }
 
-/* the panels of [W_1 | W_2 | ...] (each rows x widths[i]), or of its transpose */
+/* panel q of B = [W_1 | W_2 | ...] (each rows x widths[i]): K = rows, the
+   panel's columns c0.. of the parts side by side, zeros past the last */
+static void nmt_panel_fill(float* panel, npy_intp q, npy_intp rows, int count,
+                           const float** parts, const npy_intp* widths)
+{
+    const npy_intp c0 = q * NMT_P;
+    for (npy_intp k = 0; k < rows; ++k) {
+        float* row = panel + k * NMT_P;
+        npy_intp at = 0, j = 0;   /* at: the part's first column in B */
+        for (int p = 0; p < count && j < NMT_P; at += widths[p++]) {
+            const npy_intp from = c0 + j - at;
+            if (from < 0 || from >= widths[p])
+                continue;
+            const npy_intp n = widths[p] - from < NMT_P - j ? widths[p] - from : NMT_P - j;
+            memcpy(row + j, parts[p] + k * widths[p] + from, n * sizeof(float));
+            j += n;
+        }
+        memset(row + j, 0, (NMT_P - j) * sizeof(float));
+    }
+}
+
+/* panel q of B = [W_1 | W_2 | ...]^T: K = the parts' total width, the panel's
+   columns: rows c0.. of the parts, zeros past the last */
+static void nmt_panel_fill_transposed(float* panel, npy_intp q, npy_intp rows, int count,
+                                      const float** parts, const npy_intp* widths,
+                                      npy_intp K)
+{
+    const npy_intp c0 = q * NMT_P, w = rows - c0 < NMT_P ? rows - c0 : NMT_P;
+    for (npy_intp j = 0; j < w; ++j) {
+        npy_intp at = 0;
+        for (int p = 0; p < count; at += widths[p++]) {
+            const float* src = parts[p] + (c0 + j) * widths[p];
+            for (npy_intp kk = 0; kk < widths[p]; ++kk)
+                panel[(at + kk) * NMT_P + j] = src[kk];
+        }
+    }
+    for (npy_intp k = 0; k < K; ++k)
+        memset(panel + k * NMT_P + w, 0, (NMT_P - w) * sizeof(float));
+}
+
+/* the panels of [W_1 | W_2 | ...] (each rows x widths[i]), or of its
+   transpose, a panel a thread at a time */
 static int nmt_panels_of(nmt_panels* p, npy_intp rows, int count, const float** parts,
                          const npy_intp* widths, int transposed)
 {
     npy_intp total = 0;
     for (int i = 0; i < count; ++i)
         total += widths[i];
-    float* side = (float*)malloc((rows * total + 1) * sizeof(float));
-    if (side == NULL) {
-        p->data = NULL;
+    p->K = transposed ? total : rows;
+    p->N = transposed ? rows : total;
+    const npy_intp K = p->K, panels = (p->N + NMT_P - 1) / NMT_P;
+    size_t bytes = ((size_t)(panels * K * NMT_P * sizeof(float)) + 63) / 64 * 64 + 64;
+    p->data = (float*)aligned_alloc(64, bytes);
+    if (p->data == NULL)
         return 0;
+    #pragma omp parallel for schedule(static) if (panels * K * NMT_P >= NMT_PARALLEL_MIN)
+    for (npy_intp q = 0; q < panels; ++q) {
+        if (transposed)
+            nmt_panel_fill_transposed(p->data + q * K * NMT_P, q, rows, count, parts, widths, K);
+        else
+            nmt_panel_fill(p->data + q * K * NMT_P, q, rows, count, parts, widths);
     }
-    nmt_side_by_side(side, rows, count, parts, widths);
-    int ok = transposed ? nmt_panels_make(p, side, total, total, rows, 1)
-                        : nmt_panels_make(p, side, total, rows, total, 0);
-    free(side);
-    return ok;
+    return 1;
 }
 """
 
@@ -799,8 +837,7 @@ class GRULayerGrad(_RecurrenceCOp):
     }
     if (!failed) {
         nmt_gru_weight_grads(T, N, d, %(H0)s, %(H)s, D, %(dU)s, %(dUx)s);
-        for (npy_intp r = 0; r < T * N; ++r)
-            memcpy(%(dx)s + r * 2 * d, D + r * 3 * d, 2 * d * sizeof(float));
+        nmt_copy_columns(%(dx)s, 2 * d, D, 3 * d, T * N, 2 * d);
     }
     free(W1T.data); free(D);
     %(cleanup)s
@@ -1120,8 +1157,8 @@ class CondGRULayerGrad(_RecurrenceCOp):
         if (sums == NULL)
             failed = 1;
         else {
-            nmt_column_sums(E3, rows, 3 * d, 0, 2 * d, sums);
-            nmt_column_sums(E2, rows, w2, k + 2 * d, d, sums + 2 * d);
+            nmt_parallel_column_sums(E3, rows, 3 * d, 0, 2 * d, sums);
+            nmt_parallel_column_sums(E2, rows, w2, k + 2 * d, d, sums + 2 * d);
             for (npy_intp j = 0; j < 2 * d; ++j)
                 %(dbnl)s[j] = (float)sums[j];
             for (npy_intp j = 0; j < d; ++j)
@@ -1138,8 +1175,7 @@ class CondGRULayerGrad(_RecurrenceCOp):
         for (int t = 0; t < nt; ++t)
             csum += gcs[t];
         %(dctt)s[0] = (float)csum;
-        for (npy_intp r = 0; r < rows; ++r)
-            memcpy(%(dx)s + r * 2 * d, D1 + r * 3 * d, 2 * d * sizeof(float));
+        nmt_copy_columns(%(dx)s, 2 * d, D1, 3 * d, rows, 2 * d);
     }
     free(E2); free(E3); free(D1); free(gU); free(gcs);
     %(cleanup_all)s
