@@ -106,3 +106,51 @@ def test_threaded_gemm_writes_over_z_in_any_layout(layout):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(over, expected, rtol=1e-4, atol=1e-4)    # written over z
     np.testing.assert_allclose(unread, xv.astype('float64') @ yv, rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope='module')
+def row_gradients():
+    """idx, g -> the gradient of sum(W[idx] * g) over W (n x D: Theano's
+    AdvancedIncSubtensor1 into an Alloc of zeros), in FAST_RUN (ScatterRows)
+    and with Theano's ops alone."""
+    w, g, idx = tensor.matrix('w'), tensor.matrix('g'), tensor.lvector('idx')
+    grad = theano.grad((w[idx] * g).sum(), w)
+    fast = theano.function([w, idx, g], grad)
+    plain = theano.function([w, idx, g], grad, mode=theano.compile.mode.get_mode(
+        'FAST_RUN').excluding('nmt_threaded_ops'))
+    return fast, plain
+
+
+# n x D from 65,536 values on: the rows split over two threads
+@pytest.mark.parametrize('n, d, m', [(700, 128, 2000), (9, 5, 30), (3, 4, 0)])
+def test_scatter_rows_equals_theanos_increments_on_one_and_two_threads(row_gradients, n, d, m):
+    fast, plain = row_gradients
+    assert 'ScatterRows' in _op_names(fast)
+    assert not {'AdvancedIncSubtensor1', 'Alloc'} & _op_names(fast)
+    assert 'AdvancedIncSubtensor1' in _op_names(plain)
+    rng = np.random.RandomState(n + d + m)
+    w = rng.standard_normal((n, d)).astype('float32')
+    # repeated rows (summed in the indices' order) and negative indices
+    idx = rng.randint(-n, n, size=m).astype('int64')
+    g = rng.standard_normal((m, d)).astype('float32')
+    expected = plain(w, idx, g)
+    for threads in (1, 2):
+        if not _omp_set_num_threads(threads):
+            pytest.skip('no libgomp')
+        np.testing.assert_array_equal(fast(w, idx, g), expected)
+    _omp_set_num_threads(1)
+    by_hand = np.zeros((n, d), 'float64')
+    np.add.at(by_hand, idx, g.astype('float64'))
+    np.testing.assert_allclose(expected, by_hand, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('mode', ['FAST_RUN', 'FAST_COMPILE'])   # C, NumPy
+def test_scatter_rows_refuses_an_index_out_of_bounds(mode):
+    g, idx = tensor.matrix('g'), tensor.lvector('idx')
+    f = theano.function([g, idx], threaded_ops.ScatterRows()(g, idx, 4, 3), mode=mode)
+    g_value = np.ones((2, 3), 'float32')
+    np.testing.assert_array_equal(f(g_value, np.array([1, -4]))[[0, 1]],
+                                  [[1, 1, 1], [1, 1, 1]])
+    for bad in ([1, 4], [-5, 0]):
+        with pytest.raises((IndexError, ValueError)):
+            f(g_value, np.array(bad))

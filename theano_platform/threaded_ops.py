@@ -12,14 +12,23 @@ threads well, replaced by ops that split their work over the OpenMP threads
   op of a graph runs on OpenBLAS's own threads;
 * the sums over leading axes (the biases' gradients, ``Sum{axis=[0, 1]}``),
   which Theano's CAReduce computes on one thread: ``LeadingSum`` gives each
-  thread a block of the columns.
+  thread a block of the columns;
+* the gradient of a gather of rows (the embeddings' ``W[x]``, the output
+  layer's real positions): Theano allocates zeros (``Alloc``) and adds each
+  gathered row's gradient into them (``AdvancedIncSubtensor1``, through
+  NumPy's indexing), both on one thread; ``ScatterRows`` gives each thread a
+  block of the output's rows, zeroed, and the rows of the gradient that go
+  there, added in the indices' order.
 
 The numbers are Theano's: each output element is the same dot product (the
 BLAS's order over k does not depend on the block's rows or columns), or the
-same sum in doubles in the same order.  One thread: the same single call.
+same sum (in doubles, or the gathered rows' float32 additions) in the same
+order.  One thread: the same single call.
 The optimizer that makes the replacements runs in FAST_RUN on the CPU only
 (device=cpu); a graph that a GPU runs keeps Theano's ops.
 """
+import numpy
+
 from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
 import theano
 import theano.tensor as tensor
@@ -27,7 +36,9 @@ from theano.compile import optdb
 from theano.graph.basic import Apply
 from theano.graph.opt import TopoOptimizer, local_optimizer
 from theano.tensor import blas as theano_blas
+from theano.tensor import basic as theano_basic
 from theano.tensor import elemwise as theano_elemwise
+from theano.tensor import subtensor as theano_subtensor
 
 from theano_platform import fast_ops, recurrent_ops
 
@@ -210,14 +221,108 @@ class LeadingSum(_ThreadedCOp):
 """ % dict(z=z, cleanup=cleanup, fail=fail)
 
 
-@local_optimizer([theano_blas.Dot22, theano_blas.Gemm, theano_elemwise.Sum])
+class ScatterRows(_ThreadedCOp):
+    """(y (M, D), idx (M,), n, D) -> zeros (n, D) with y[i] added to row
+    idx[i] for i = 0..M-1 in order (negative indices count from the end), as
+    Theano's AdvancedIncSubtensor1 adds into an Alloc of zeros: the output's
+    rows split over the OpenMP threads, each thread adding the rows that
+    fall in its block."""
+    __props__ = ()
+
+    def make_node(self, y, idx, n, d):
+        y = fast_ops._as_f32(y)
+        idx = tensor.cast(tensor.as_tensor_variable(idx), 'int64')
+        n, d = (tensor.cast(tensor.as_tensor_variable(v), 'int64') for v in (n, d))
+        if y.ndim != 2 or idx.ndim != 1 or n.ndim != 0 or d.ndim != 0:
+            raise TypeError('ScatterRows takes y (M, D), idx (M,) and the scalars n, D')
+        return Apply(self, [y, idx, n, d], [tensor.fmatrix()])
+
+    def perform(self, node, inputs, outputs):
+        y, idx, n, d = inputs
+        if y.shape[1] != d or len(idx) != len(y):
+            raise ValueError('ScatterRows: shapes do not match')
+        z = numpy.zeros((int(n), int(d)), dtype='float32')
+        numpy.add.at(z, idx, y)   # in the indices' order
+        outputs[0][0] = z
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [(node.inputs[2], node.inputs[3])]
+
+    def connection_pattern(self, node):
+        return [[True], [False], [False], [False]]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        (y, idx, n, d), (z,), fail = inputs, outputs, sub['fail']
+        code, cleanup = fast_ops._contiguous([('yc', y), ('ic', idx)], fail)
+        return '{\n' + code + r"""
+    const npy_intp M = PyArray_DIMS(yc)[0], D = PyArray_DIMS(yc)[1];
+    const npy_intp n = (npy_intp)((npy_int64*)PyArray_DATA(%(n)s))[0];
+    const npy_int64* I = (const npy_int64*)PyArray_DATA(ic);
+    int bad = PyArray_SIZE(ic) != M || D != ((npy_int64*)PyArray_DATA(%(d)s))[0] || n < 0;
+    for (npy_intp i = 0; i < M && !bad; ++i)
+        bad = I[i] < -n || I[i] >= n;
+    if (bad) {
+        PyErr_SetString(PyExc_IndexError,
+                        "ScatterRows: shapes do not match, or an index is out of bounds");
+        %(cleanup)s %(fail)s
+    }
+    npy_intp dims[2] = {n, D};
+""" % dict(n=n, d=d, cleanup=cleanup, fail=fail) + fast_ops._ALLOC_OUT % dict(
+            out=z, nd='2', dims='dims', fail=fail, cleanup=cleanup) + r"""
+    const float* Y = (const float*)PyArray_DATA(yc);
+    float* Z = (float*)PyArray_DATA(%(z)s);
+    int nt = 1;
+    #ifdef _OPENMP
+    if (n * D >= NMT_PARALLEL_MIN)
+        nt = omp_get_max_threads();
+    #endif
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = 0;
+        #ifdef _OPENMP
+        t = omp_get_thread_num();
+        #endif
+        const npy_intp a = n * t / nt, b = n * (t + 1) / nt;
+        memset(Z + a * D, 0, (b - a) * D * sizeof(float));
+        for (npy_intp i = 0; i < M; ++i) {
+            const npy_intp r = (npy_intp)(I[i] < 0 ? I[i] + n : I[i]);
+            if (r < a || r >= b)
+                continue;
+            float* zr = Z + r * D;
+            const float* yi = Y + i * D;
+            for (npy_intp j = 0; j < D; ++j)
+                zr[j] += yi[j];
+        }
+    }
+    %(cleanup)s
+}
+""" % dict(z=z, cleanup=cleanup)
+
+
+def _zeros_alloc(var):
+    """(n, D) of a 2-d Alloc of the constant 0 that ``var`` is, else None."""
+    node = var.owner
+    if node is None or not isinstance(node.op, theano_basic.Alloc) or var.ndim != 2:
+        return None
+    try:
+        value = theano_basic.get_scalar_constant_value(node.inputs[0])
+    except theano_basic.NotScalarConstantError:
+        return None
+    return tuple(node.inputs[1:]) if value == 0 else None
+
+
+@local_optimizer([theano_blas.Dot22, theano_blas.Gemm, theano_elemwise.Sum,
+                  theano_subtensor.AdvancedIncSubtensor1])
 def _threaded(fgraph, node):
     """Dot22 of float32 matrices -> ThreadedDot22; Gemm{inplace} ->
     ThreadedGemm; Sum over leading axes of a float32 array in doubles ->
-    LeadingSum (CPU graphs only; not with NMT_THEANO_OPS=1)."""
+    LeadingSum; the rows of a float32 matrix added into zeros at integer
+    indices -> ScatterRows (CPU graphs only; not with NMT_THEANO_OPS=1)."""
     if theano.config.device != 'cpu' or fast_ops.theano_ops_asked():
         return False
     op, out = node.op, node.outputs[0]
+    if isinstance(op, theano_subtensor.AdvancedIncSubtensor1):
+        return _scatter_rows(node)
     if out.dtype != 'float32' or any(i.dtype != 'float32' for i in node.inputs):
         return False
     if isinstance(op, theano_blas.Dot22):
@@ -228,6 +333,18 @@ def _threaded(fgraph, node):
             and list(op.axis) == list(range(len(op.axis))) and 0 < len(op.axis) < node.inputs[0].ndim):
         return [LeadingSum(len(op.axis))(node.inputs[0])]
     return False
+
+
+def _scatter_rows(node):
+    """AdvancedIncSubtensor1 (inc, in place or not) of float32 rows y (M, D),
+    neither axis broadcast, into a 2-d Alloc of zeros -> ScatterRows."""
+    x, y, idx = node.inputs
+    shape = _zeros_alloc(x)
+    if (shape is None or node.op.set_instead_of_inc or x.dtype != 'float32'
+            or y.dtype != 'float32' or y.ndim != 2 or any(y.broadcastable)
+            or idx.ndim != 1 or idx.dtype not in tensor.integer_dtypes):
+        return False
+    return [ScatterRows()(y, idx, *shape)]
 
 
 # after Theano's BLAS optimisations have made the Dot22 (BlasOpt 1.7, the
