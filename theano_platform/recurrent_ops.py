@@ -169,22 +169,36 @@ static void nmt_column_sums(const float* a, npy_intp rows, npy_intp cols, npy_in
             acc[j] += a[i * cols + c0 + j];
 }
 
+/* the OpenMP threads of a loop over `values` values: all of them from
+   NMT_PARALLEL_MIN values on, else one */
+static int nmt_threads_over(npy_intp values)
+{
+    #ifdef _OPENMP
+    if (values >= NMT_PARALLEL_MIN)
+        return omp_get_max_threads();
+    #endif
+    return 1;
+}
+
+/* the calling OpenMP thread's number (0 without OpenMP) */
+static int nmt_thread(void)
+{
+    #ifdef _OPENMP
+    return omp_get_thread_num();
+    #else
+    return 0;
+    #endif
+}
+
 /* column sums as nmt_column_sums, the columns split over the OpenMP threads
    (each column added up in the same order: the same sums) */
 static void nmt_parallel_column_sums(const float* a, npy_intp rows, npy_intp cols,
                                      npy_intp c0, npy_intp w, double* acc)
 {
-    int nt = 1;
-    #ifdef _OPENMP
-    if (rows * w >= NMT_PARALLEL_MIN)
-        nt = omp_get_max_threads();
-    #endif
+    const int nt = nmt_threads_over(rows * w);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0;
-        #ifdef _OPENMP
-        t = omp_get_thread_num();
-        #endif
+        const int t = nmt_thread();
         const npy_intp ja = w * t / nt, jb = w * (t + 1) / nt;
         nmt_column_sums(a, rows, cols, c0 + ja, jb - ja, acc + ja);
     }

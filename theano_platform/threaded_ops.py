@@ -271,17 +271,10 @@ class ScatterRows(_ThreadedCOp):
             out=z, nd='2', dims='dims', fail=fail, cleanup=cleanup) + r"""
     const float* Y = (const float*)PyArray_DATA(yc);
     float* Z = (float*)PyArray_DATA(%(z)s);
-    int nt = 1;
-    #ifdef _OPENMP
-    if (n * D >= NMT_PARALLEL_MIN)
-        nt = omp_get_max_threads();
-    #endif
+    const int nt = nmt_threads_over(n * D);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0;
-        #ifdef _OPENMP
-        t = omp_get_thread_num();
-        #endif
+        const int t = nmt_thread();
         const npy_intp a = n * t / nt, b = n * (t + 1) / nt;
         memset(Z + a * D, 0, (b - a) * D * sizeof(float));
         for (npy_intp i = 0; i < M; ++i) {
