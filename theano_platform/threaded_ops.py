@@ -334,6 +334,7 @@ def _scatter_rows(node):
     x, y, idx = node.inputs
     shape = _zeros_alloc(x)
     if (shape is None or node.op.set_instead_of_inc or x.dtype != 'float32'
+            or any(x.broadcastable)   # ScatterRows' output broadcasts on no axis
             or y.dtype != 'float32' or y.ndim != 2 or any(y.broadcastable)
             or idx.ndim != 1 or idx.dtype not in tensor.integer_dtypes):
         return False
