@@ -37,7 +37,7 @@ import inspect
 import os
 
 import numpy
-from theano_platform import theano_env  # noqa: F401  (configures Theano before its import)
+from theano_platform import theano_env  # configures Theano before its import
 import theano
 import theano.tensor as tensor
 from theano.compile import optdb
@@ -73,11 +73,9 @@ _SUPPORT = r"""
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
-/* below this many values a loop runs on one thread (OpenMP's start costs
-   more than it saves; 65536 rather than 262144 since the idle threads spin:
-   training on two threads 1.5% faster); the number of threads is
-   OMP_NUM_THREADS' */
-#define NMT_PARALLEL_MIN 65536
+/* below this many values a loop runs on one thread (theano_env.PARALLEL_MIN);
+   the number of threads is OMP_NUM_THREADS' */
+#define NMT_PARALLEL_MIN """ + str(theano_env.PARALLEL_MIN) + r"""
 #if defined(NMT_LIBMVEC) && (defined(__AVX512F__) || defined(__AVX2__))
 #include <immintrin.h>
 #if defined(__AVX512F__)

@@ -190,12 +190,11 @@ static int nmt_thread(void)
     #endif
 }
 
-/* column sums as nmt_column_sums, the columns split over the OpenMP threads
+/* column sums as nmt_column_sums, the columns split over nt OpenMP threads
    (each column added up in the same order: the same sums) */
 static void nmt_parallel_column_sums(const float* a, npy_intp rows, npy_intp cols,
-                                     npy_intp c0, npy_intp w, double* acc)
+                                     npy_intp c0, npy_intp w, double* acc, int nt)
 {
-    const int nt = nmt_threads_over(rows * w);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         const int t = nmt_thread();
@@ -1171,8 +1170,10 @@ class CondGRULayerGrad(_RecurrenceCOp):
         if (sums == NULL)
             failed = 1;
         else {
-            nmt_parallel_column_sums(E3, rows, 3 * d, 0, 2 * d, sums);
-            nmt_parallel_column_sums(E2, rows, w2, k + 2 * d, d, sums + 2 * d);
+            nmt_parallel_column_sums(E3, rows, 3 * d, 0, 2 * d, sums,
+                                     nmt_threads_over(rows * 2 * d));
+            nmt_parallel_column_sums(E2, rows, w2, k + 2 * d, d, sums + 2 * d,
+                                     nmt_threads_over(rows * d));
             for (npy_intp j = 0; j < 2 * d; ++j)
                 %(dbnl)s[j] = (float)sums[j];
             for (npy_intp j = 0; j < d; ++j)

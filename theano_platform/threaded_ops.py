@@ -196,25 +196,15 @@ class LeadingSum(_ThreadedCOp):
             cleanup=cleanup) + r"""
     const float* X = (const float*)PyArray_DATA(xc);
     float* Z = (float*)PyArray_DATA(%(z)s);
-    const int nt = nmt_threads_for((double)rows * cols, cols / 64);
-    int no_memory = 0;
-    #pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int t = 0;
-        #ifdef _OPENMP
-        t = omp_get_thread_num();
-        #endif
-        const npy_intp a = cols * t / nt, b = cols * (t + 1) / nt;
-        double* acc = (double*)calloc(b - a + 1, sizeof(double));
-        if (acc == NULL)
-            no_memory = 1;
-        else {
-            nmt_column_sums(X, rows, cols, a, b - a, acc);
-            for (npy_intp j = a; j < b; ++j)
-                Z[j] = (float)acc[j - a];
-        }
-        free(acc);
+    double* acc = (double*)calloc(cols + 1, sizeof(double));
+    const int no_memory = acc == NULL;
+    if (!no_memory) {
+        nmt_parallel_column_sums(X, rows, cols, 0, cols, acc,
+                                 nmt_threads_for((double)rows * cols, cols / 64));
+        for (npy_intp j = 0; j < cols; ++j)
+            Z[j] = (float)acc[j];
     }
+    free(acc);
     %(cleanup)s
     if (no_memory) { PyErr_NoMemory(); %(fail)s }
 }
