@@ -69,6 +69,8 @@ BUDGET = 22000
 # the attentive and mean residual decoders' gains over the baseline in the
 # AAAI paper's Table 1 (BLEU: en-de, es-en, en-zh; the smallest and largest)
 PAPERS_GAINS = {'attentive': (0.6, 1.4), 'mean': (0.3, 1.0)}
+# a difference is shown when its p (after Holm's correction) is below this
+SIGNIFICANCE = 0.05
 LOG = 'model.npz.log.jsonl'
 PAGE_MARKERS = ('<!-- results: begin -->', '<!-- results: end -->')
 README_MARKERS = ('<!-- multi30k table: begin -->', '<!-- multi30k table: end -->')
@@ -318,25 +320,55 @@ def decoder_figures(runs):
 
 
 def reading(decoder, welch):
-    """What the seeds' 95% interval of a difference says (a sentence)."""
+    """What the seeds' 95% interval of a difference says (a sentence); an
+    interval that excludes 0 says whether Holm's correction (welch['p_holm'],
+    when given) keeps it."""
     if welch is None:
         return 'too few seeds for an interval'
     low, high = welch['low'], welch['high']
-    smallest, largest = PAPERS_GAINS.get(decoder, (None, None))
     span = 'between %+.2f and %+.2f BLEU' % (low, high)
-    if high < 0:
-        return span + ': behind the baseline'
-    if low > 0:
-        return span + ': ahead of the baseline'
-    if smallest is None:
-        return span + ': no difference is excluded'
+    if low <= 0 <= high:
+        return span + ': ' + reading_across_zero(decoder, high)
+    text = span + ': %s the baseline' % ('ahead of' if low > 0 else 'behind')
+    p_holm = welch.get('p_holm')
+    if p_holm is not None and p_holm >= SIGNIFICANCE:
+        text += " before the correction for the comparisons, not after it (Holm's p %.3f)" \
+            % p_holm
+    smallest, largest = PAPERS_GAINS.get(decoder, (None, None))
+    return text if smallest is None else text + '; ' + papers_gains_against(
+        smallest, largest, low, high)
+
+
+def papers_gains_against(smallest, largest, low, high):
+    """Where the papers' gains (smallest, largest) stand against an interval."""
+    if low > largest:
+        return "above the papers' largest gain (+%.1f)" % largest
     if high < smallest:
-        return span + ": no gain inside it, the papers' +%.1f to +%.1f excluded" % (
+        return "the papers' +%.1f to +%.1f excluded" % (smallest, largest)
+    holds_smallest, holds_largest = low <= smallest, high >= largest
+    if holds_smallest and holds_largest:
+        return "the papers' +%.1f to +%.1f inside it" % (smallest, largest)
+    if holds_smallest:
+        return "the papers' smallest (+%.1f) inside it, their largest (+%.1f) excluded" % (
             smallest, largest)
+    if holds_largest:
+        return "the papers' largest (+%.1f) inside it, their smallest (+%.1f) excluded" % (
+            largest, smallest)
+    return "inside the papers' +%.1f to +%.1f" % (smallest, largest)
+
+
+def reading_across_zero(decoder, high):
+    """reading() of an interval that holds 0: which of the papers' gains it
+    holds too."""
+    smallest, largest = PAPERS_GAINS.get(decoder, (None, None))
+    if smallest is None:
+        return 'no difference is excluded'
+    if high < smallest:
+        return "no gain inside it, the papers' +%.1f to +%.1f excluded" % (smallest, largest)
     if high < largest:
-        return span + ": no gain and the papers' smallest (+%.1f) inside it, their " \
-            'largest (+%.1f) excluded' % (smallest, largest)
-    return span + ": no gain and the papers' +%.1f to +%.1f inside it: not decided" % (
+        return "no gain and the papers' smallest (+%.1f) inside it, their largest " \
+            '(+%.1f) excluded' % (smallest, largest)
+    return "no gain and the papers' +%.1f to +%.1f inside it: not decided" % (
         smallest, largest)
 
 
@@ -386,13 +418,14 @@ def comparisons(steps, decoders, sentence_stats, n_samples):
                                               sentence_stats.pool(mine, s), n_samples)._asdict()
                 boot.update(baseline_seeds=[b.result['seed'] for b in base],
                             seeds=[m.result['seed'] for m in mine])
-            out.append({'decoder': decoder, 'test_set': s, 'welch': welch, 'bootstrap': boot,
-                        'reading': reading(decoder, welch)})
+            out.append({'decoder': decoder, 'test_set': s, 'welch': welch, 'bootstrap': boot})
     for key in ('welch', 'bootstrap'):
         adjusted = stats.holm([c[key]['p'] if c[key] else None for c in out])
         for c, p in zip(out, adjusted):
             if c[key]:
                 c[key]['p_holm'] = p
+    for c in out:
+        c['reading'] = reading(c['decoder'], c['welch'])
     return out
 
 

@@ -112,8 +112,14 @@ def test_bootstrap_separates_a_clearly_better_system_and_not_a_coin_flip():
     (-1.0, 0.9, "no gain and the papers' smallest (+0.6) inside it, their largest (+1.4) "
                 'excluded'),
     (-2.0, 2.1, "no gain and the papers' +0.6 to +1.4 inside it: not decided"),
-    (-1.0, -0.4, 'behind the baseline'),
-    (0.2, 1.9, 'ahead of the baseline')])
+    (-1.0, -0.4, "behind the baseline; the papers' +0.6 to +1.4 excluded"),
+    (0.2, 1.9, "ahead of the baseline; the papers' +0.6 to +1.4 inside it"),
+    (0.01, 0.99, "ahead of the baseline; the papers' smallest (+0.6) inside it, their "
+                 'largest (+1.4) excluded'),
+    (0.8, 1.9, "ahead of the baseline; the papers' largest (+1.4) inside it, their "
+               'smallest (+0.6) excluded'),
+    (0.7, 1.2, "ahead of the baseline; inside the papers' +0.6 to +1.4"),
+    (1.5, 2.0, "ahead of the baseline; above the papers' largest gain (+1.4)")])
 def test_the_reading_of_an_interval_says_what_it_holds(low, high, says):
     """The results page's sentence for a difference's interval: an interval
     that holds 0 never says that no gain is excluded."""
@@ -122,3 +128,14 @@ def test_the_reading_of_an_interval_says_what_it_holds(low, high, says):
     assert text == 'between %+.2f and %+.2f BLEU: %s' % (low, high, says)
     if low <= 0 <= high:
         assert 'no gain inside it' in text or 'no gain and' in text
+
+
+@pytest.mark.parametrize('p_holm, kept', [(0.278, False), (0.01, True)])
+def test_an_interval_off_zero_says_whether_holms_correction_keeps_it(p_holm, kept):
+    """An uncorrected 95% interval that excludes 0 is not called a shown gain
+    when the comparisons' correction takes it back."""
+    from evaluation import multi30k_results
+    text = multi30k_results.reading('attentive', {'low': 0.01, 'high': 0.99,
+                                                  'p_holm': p_holm})
+    assert ("not after it (Holm's p 0.278)" in text) == (not kept)
+    assert text.startswith('between +0.01 and +0.99 BLEU: ahead of the baseline')
