@@ -76,6 +76,27 @@ _SUPPORT = r"""
 /* below this many values a loop runs on one thread (theano_env.PARALLEL_MIN);
    the number of threads is OMP_NUM_THREADS' */
 #define NMT_PARALLEL_MIN """ + str(theano_env.PARALLEL_MIN) + r"""
+
+/* the OpenMP threads of a loop over `values` values: all of them from
+   NMT_PARALLEL_MIN values on, else one */
+static int nmt_threads_over(npy_intp values)
+{
+    #ifdef _OPENMP
+    if (values >= NMT_PARALLEL_MIN)
+        return omp_get_max_threads();
+    #endif
+    return 1;
+}
+
+/* the calling OpenMP thread's number (0 without OpenMP) */
+static int nmt_thread(void)
+{
+    #ifdef _OPENMP
+    return omp_get_thread_num();
+    #else
+    return 0;
+    #endif
+}
 #if defined(NMT_LIBMVEC) && (defined(__AVX512F__) || defined(__AVX2__))
 #include <immintrin.h>
 #if defined(__AVX512F__)
@@ -674,10 +695,7 @@ def _attention_backward_c(inputs, outputs, sub):
                           (d_cc, 3, 'PyArray_DIMS(ccc)')):
         code += _ALLOC_OUT % dict(out=out, nd=nd, dims=dims, fail=fail, cleanup=cleanup)
     code += r"""
-    int nt = 1;
-    #ifdef _OPENMP
-    if (T * N * k >= NMT_PARALLEL_MIN) nt = omp_get_max_threads();
-    #endif
+    const int nt = nmt_threads_over(T * N * k);
     /* each thread sums its samples' d U and d c in its own doubles */
     double* gU = (double*)calloc((size_t)nt * (k > 0 ? k : 1), sizeof(double));
     double* gcs = (double*)calloc(nt, sizeof(double));
@@ -686,10 +704,7 @@ def _attention_backward_c(inputs, outputs, sub):
     }
     #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-        #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        #endif
+        const int tid = nmt_thread();
         float* y = (float*)malloc((k > 0 ? k : 1) * sizeof(float));
         double* gq = (double*)malloc((k > 0 ? k : 1) * sizeof(double));
         float* s = (float*)malloc((T > 0 ? T : 1) * sizeof(float));
@@ -808,18 +823,12 @@ class SoftmaxNllGrad(_FastCOp):
         dx, db = outputs
         return _output_layer_c_code(inputs[1:], sub, r"""
     /* each thread sums its rows' d b in its own double array */
-    int nt = 1;
-    #ifdef _OPENMP
-    if (N * V >= NMT_PARALLEL_MIN) nt = omp_get_max_threads();
-    #endif
+    const int nt = nmt_threads_over(N * V);
     double* acc = (double*)calloc((size_t)nt * (V > 0 ? V : 1), sizeof(double));
     if (acc == NULL) { PyErr_NoMemory(); %(cleanup)s %(fail)s }
     #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-        #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        #endif
+        const int tid = nmt_thread();
         float* buf = (float*)malloc((V > 0 ? V : 1) * sizeof(float));
         #pragma omp for schedule(static)
         for (npy_intp i = 0; i < N; ++i) {

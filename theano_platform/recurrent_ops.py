@@ -116,10 +116,7 @@ static void nmt_parallel_gemm_alpha(int ta, int tb, npy_intp M, npy_intp N, npy_
     const int nt = nmt_threads_for(2. * M * N * K, units), blas = nmt_blas_single();
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0;
-        #ifdef _OPENMP
-        t = omp_get_thread_num();
-        #endif
+        const int t = nmt_thread();
         const npy_intp a = units * t / nt, b = units * (t + 1) / nt;
         if (by_rows)
             nmt_gemm(ta, tb, b - a, N, K, alpha, ta ? A + a : A + a * lda, lda, B, ldb, beta,
@@ -167,27 +164,6 @@ static void nmt_column_sums(const float* a, npy_intp rows, npy_intp cols, npy_in
     for (npy_intp i = 0; i < rows; ++i)
         for (npy_intp j = 0; j < w; ++j)
             acc[j] += a[i * cols + c0 + j];
-}
-
-/* the OpenMP threads of a loop over `values` values: all of them from
-   NMT_PARALLEL_MIN values on, else one */
-static int nmt_threads_over(npy_intp values)
-{
-    #ifdef _OPENMP
-    if (values >= NMT_PARALLEL_MIN)
-        return omp_get_max_threads();
-    #endif
-    return 1;
-}
-
-/* the calling OpenMP thread's number (0 without OpenMP) */
-static int nmt_thread(void)
-{
-    #ifdef _OPENMP
-    return omp_get_thread_num();
-    #else
-    return 0;
-    #endif
 }
 
 /* column sums as nmt_column_sums, the columns split over nt OpenMP threads
@@ -757,10 +733,7 @@ class GRULayer(_RecurrenceCOp):
     const int nt = nmt_recurrence_threads(N);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0;
-        #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        #endif
+        const int tid = nmt_thread();
         npy_intp a, b;
         nmt_share(N, nt, tid, &a, &b);
         float* P = (float*)malloc(((b - a) * 3 * d + 1) * sizeof(float));
@@ -833,10 +806,7 @@ class GRULayerGrad(_RecurrenceCOp):
     const int nt = nmt_recurrence_threads(N);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0;
-        #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        #endif
+        const int tid = nmt_thread();
         npy_intp a, b;
         nmt_share(N, nt, tid, &a, &b);
         float* carry = (float*)malloc(((b - a) * d + 1) * sizeof(float));
@@ -1029,10 +999,7 @@ class CondGRULayer(_RecurrenceCOp):
     const int nt = nmt_recurrence_threads(N);
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0;
-        #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        #endif
+        const int tid = nmt_thread();
         npy_intp a, b;
         nmt_share(N, nt, tid, &a, &b);
         const npy_intp nb = b - a;
@@ -1132,10 +1099,7 @@ class CondGRULayerGrad(_RecurrenceCOp):
     }
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0;
-        #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        #endif
+        const int tid = nmt_thread();
         npy_intp a, b;
         nmt_share(N, nt, tid, &a, &b);
         const npy_intp nb = b - a;
