@@ -265,13 +265,21 @@ def translate_and_score(args, data, model, ensemble=()):
     return tests
 
 
+def best_bleu_event(events, budget):
+    """The 'bleu' event up to update ``budget`` whose parameters nmt.py keeps
+    as model.best_bleu.npz: the best BLEU, the latest of equal ones (a score
+    equal to the best so far is a new best: TrainingState.record_bleu); None
+    without one."""
+    bleus = [e for e in events if e['event'] == 'bleu' and e['uidx'] <= budget]
+    return max(bleus, key=lambda e: (e['bleu'], e['uidx'])) if bleus else None
+
+
 def snapshot_at(model_dir, events, budget):
     """(the best 'bleu' event up to update ``budget``, its snapshot's path)."""
-    bleus = [e for e in events if e['event'] == 'bleu' and e['uidx'] <= budget]
-    if not bleus:
+    best = best_bleu_event(events, budget)
+    if best is None:
         raise InputError('%s: no validation BLEU up to update %d in its training log'
                          % (model_dir, budget))
-    best = max(bleus, key=lambda e: e['bleu'])   # the earliest of equal scores
     path = os.path.join(model_dir, 'model.iter%d.npz' % best['uidx'])
     if not os.path.exists(path):
         raise InputError('%s: no snapshot of update %d, the best validation BLEU up to '
@@ -417,7 +425,7 @@ def parse_args(argv):
                    help='a decoder variant: baseline, mean, attentive, ...')
     p.add_argument('seed', metavar='SEED', type=int,
                    help='nmt.py\'s --seed (docs/training.md#seeds); the table\'s runs '
-                        'are seeds 1, 2 and 3')
+                        'are seeds 1-5')
     p.add_argument('data_dir', metavar='DATA_DIR',
                    help='the output of pipeline/multi30k.py prepare')
     p.add_argument('model_dir', metavar='MODEL_DIR', nargs='?',

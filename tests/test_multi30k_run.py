@@ -74,6 +74,8 @@ def test_tiny_run_of_each_decoder(prepared, tmp_path, decoder):
     assert (models / 'model.npz').exists() and (models / 'model.best_bleu.npz').exists()
     if decoder == 'mean':
         scored_at_a_budget(prepared, models, tmp_path, events)
+    if decoder == 'attentive':
+        near_best_checkpoints(prepared, models, tmp_path, events, result)
 
 
 def scored_at_a_budget(prepared, models, tmp_path, events):
@@ -94,6 +96,71 @@ def scored_at_a_budget(prepared, models, tmp_path, events):
     proc = train('--tiny', '--score-at', 100, 'mean', 3, prepared, models, cwd=tmp_path)
     error_line(proc, 'not reached update 100', alone=True)
     assert not (models / 'at-100').exists()
+
+
+NEAR_BEST = os.path.join(ROOT, 'evaluation', 'near_best_checkpoints.py')
+NEAR_MARKERS = ('<!-- near-best checkpoints: begin -->', '<!-- near-best checkpoints: end -->')
+
+
+def near_best(*args, cwd):
+    return subprocess.run([sys.executable, NEAR_BEST] + [str(a) for a in args], cwd=cwd,
+                          capture_output=True, text=True, timeout=900, env=QUICK_ENV)
+
+
+def near_best_checkpoints(prepared, models, tmp_path, events, result):
+    """evaluation/near_best_checkpoints.py on the tiny run (as attentive-seed3
+    of a runs folder): both validations within 100 points of the best; the
+    selected one's scores are the run's own (its snapshot is the best-BLEU
+    model, and translated again it scores the same), the other translated
+    and scored into near-best/; the page's table between its markers; a run
+    whose snapshot is gone is left out, and with no run left: one error
+    line, the page untouched."""
+    import numpy
+    from evaluation import near_best_checkpoints as nbc
+    runs, out, page = tmp_path / 'study', tmp_path / 'checkpoints', tmp_path / 'page.md'
+    runs.mkdir()
+    os.symlink(models, runs / 'attentive-seed3')
+    page.write_text('# page\n%s\nstale table\n%s\nend\n' % NEAR_MARKERS)
+    proc = near_best(runs, '--data', prepared, '--out', out, '--within', 100, '--page', page,
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads((out / 'checkpoints.json').read_text())
+    [run] = figures['runs']
+    bleus = [e for e in events if e['event'] == 'bleu']
+    [best] = [e for e in bleus if e['best']][-1:]     # the last new best the log says
+    assert [c['update'] for c in run['checkpoints']] == [e['uidx'] for e in bleus] == [4, 8]
+    [chosen] = [c for c in run['checkpoints'] if c['selected']]
+    [other] = [c for c in run['checkpoints'] if not c['selected']]
+    assert chosen['update'] == best['uidx']
+    best_model, snapshot = (numpy.load(str(models / name)) for name in
+                            ('model.best_bleu.npz', 'model.iter%d.npz' % best['uidx']))
+    assert all(numpy.array_equal(best_model[k], snapshot[k]) for k in best_model.files)
+    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        assert chosen['test'][test_set] == result['test'][test_set]['bleu_tok_lc']
+        assert 0. <= other['test'][test_set] <= 100.
+        hyp = out / 'attentive-seed3' / ('iter-%d' % other['update']) / (test_set + '.hyp.tok')
+        assert len(hyp.read_text().splitlines()) == len(
+            (prepared / (test_set + '.tok.de')).read_text().splitlines())
+    again = nbc.score_checkpoint(str(models), best, multi30k_data(prepared), result['test_beam'])
+    assert {s: v['bleu_tok_lc'] for s, v in again['test'].items()} == chosen['test']
+    text = page.read_text()
+    assert '| attentive-seed3 | ' in text and 'stale table' not in text and text.endswith('end\n')
+    assert (out / 'checkpoints.png').stat().st_size > 0
+    proc = near_best(runs, '--data', prepared, '--out', out, '--within', 100, '--dry-run',
+                     cwd=tmp_path)
+    assert proc.returncode == 0 and 'to translate' not in proc.stdout, proc.stdout
+    shutil.rmtree(str(models / 'near-best' / ('iter-%d' % other['update'])))
+    os.remove(str(models / ('model.iter%d.npz' % other['update'])))
+    proc = near_best(runs, '--data', prepared, '--out', tmp_path / 'again', '--within', 100,
+                     '--page', page, cwd=tmp_path)
+    assert 'no snapshot of update %d' % other['update'] in proc.stderr
+    error_line(proc, 'no finished run with its snapshots')
+    assert page.read_text() == text and not (tmp_path / 'again' / 'checkpoints.json').exists()
+
+
+def multi30k_data(prepared):
+    from pipeline import train_multi30k
+    return train_multi30k.Data(str(prepared))
 
 
 def test_missing_data_is_one_line(tmp_path):
