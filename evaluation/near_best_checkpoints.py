@@ -34,11 +34,13 @@ snapshot's scores are the run's own.  Writes, once every figure is made:
 ``--dry-run`` lists the checkpoints and which of them are still to translate.
 """
 import argparse
+import datetime
 import math
 import os
 import shutil
 import sys
 import tempfile
+import time
 
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,28 +105,48 @@ def plan_of(step, within):
 # --------------------------------------------------------------------------
 # scoring one checkpoint
 
-def score_checkpoint(run_dir, event, data, test_beam):
+class Progress(object):
+    """'checkpoint 3 of 19 (2.1 min each, ETA 0:34:12)' before each translation."""
+
+    def __init__(self, total):
+        self.total, self.done, self.started = total, 0, time.time()
+
+    def next(self, what):
+        each = (time.time() - self.started) / self.done if self.done else None
+        eta = ('' if each is None else ' (%.1f min each, ETA %s)' % (
+            each / 60, datetime.timedelta(seconds=round(each * (self.total - self.done)))))
+        self.done += 1
+        print('checkpoint %d of %d%s: %s' % (self.done, self.total, eta, what), flush=True)
+
+
+def score_checkpoint(run_dir, event, data, test_beam, progress=None):
     """{'update', 'valid_bleu', 'test'} of the snapshot of ``event``: read
     from its folder, or translated and scored there (train_multi30k.sh's
     translation and scoring, with the run's beam)."""
     done = scored(run_dir, event['uidx'])
     if done is not None:
         return done
-    out = checkpoint_dir(run_dir, event['uidx'])
-    os.makedirs(out, exist_ok=True)
-    args = argparse.Namespace(model_dir=out, tiny=test_beam == m30k.TINY_TEST_BEAM)
     if test_beam not in (m30k.TEST_BEAM, m30k.TINY_TEST_BEAM):
         raise InputError('%s: a test beam of %s, not train_multi30k.sh\'s'
                          % (run_dir, test_beam))
-    print('%s: update %d (validation BLEU %.2f)' % (run_dir, event['uidx'], event['bleu']),
-          flush=True)
+    out = checkpoint_dir(run_dir, event['uidx'])
+    os.makedirs(out, exist_ok=True)
+    args = argparse.Namespace(model_dir=out, tiny=test_beam == m30k.TINY_TEST_BEAM)
+    if progress is not None:
+        progress.next('%s, update %d (validation BLEU %.2f)'
+                      % (run_dir, event['uidx'], event['bleu']))
     result = {'update': event['uidx'], 'valid_bleu': event['bleu'], 'test_beam': test_beam,
               'test': m30k.translate_and_score(args, data, snapshot(run_dir, event['uidx']))}
     write_json(os.path.join(out, 'result.json'), result, indent=2)
     return result
 
 
-def checkpoints_of(plan, data):
+def to_translate(plan):
+    return [e for e in plan['near'] if e is not plan['selected']
+            and not scored(plan['step'].translations, e['uidx'])]
+
+
+def checkpoints_of(plan, data, progress):
     """[{'update', 'valid_bleu', 'selected', 'test': {set: BLEU}}] of a run."""
     step, rows = plan['step'], []
     for event in plan['near']:
@@ -132,7 +154,7 @@ def checkpoints_of(plan, data):
             tests = step.result['test']
         else:
             tests = score_checkpoint(step.translations, event, data,
-                                     step.result['test_beam'])['test']
+                                     step.result['test_beam'], progress)['test']
         rows.append({'update': event['uidx'], 'valid_bleu': round(event['bleu'], 2),
                      'selected': event is plan['selected'],
                      'test': {s: tests[s]['bleu_tok_lc'] for s in TEST_SETS}})
@@ -189,8 +211,9 @@ def _round(value):
 
 
 def figures_of(plans, data, within, results):
+    progress = Progress(sum(len(to_translate(p)) for p in plans))
     runs = [{'name': p['step'].name, 'decoder': p['step'].result['decoder'],
-             'seed': p['step'].result['seed'], 'checkpoints': checkpoints_of(p, data)}
+             'seed': p['step'].result['seed'], 'checkpoints': checkpoints_of(p, data, progress)}
             for p in plans]
     return {'within': within, 'test_sets': list(TEST_SETS), 'runs': runs,
             'summary': {s: test_set_summary(runs, s, results) for s in TEST_SETS}}
@@ -287,10 +310,10 @@ def plans_of(args):
 
 def dry_run(plans):
     for plan in plans:
-        run_dir = plan['step'].translations
+        todo = to_translate(plan)
         for e in plan['near']:
             state = ('selected' if e is plan['selected'] else
-                     'scored' if scored(run_dir, e['uidx']) else 'to translate')
+                     'to translate' if e in todo else 'scored')
             print('%-24s update %6d  validation BLEU %.2f  %s'
                   % (plan['step'].name, e['uidx'], e['bleu'], state))
 

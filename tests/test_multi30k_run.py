@@ -124,6 +124,7 @@ def near_best_checkpoints(prepared, models, tmp_path, events, result):
     proc = near_best(runs, '--data', prepared, '--out', out, '--within', 100, '--page', page,
                      cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'checkpoint 1 of 1: ' in proc.stdout          # the one to translate
     figures = json.loads((out / 'checkpoints.json').read_text())
     [run] = figures['runs']
     bleus = [e for e in events if e['event'] == 'bleu']
