@@ -248,10 +248,10 @@ def summary_lines(figures):
                      '(at most %.2f); their standard deviation within a run %.2f%s. The '
                      'selected checkpoint was also the best on %s in %d of %d runs, and '
                      '%+.2f BLEU from the mean of its run\'s other near-best ones on '
-                     'average.'
+                     'average.'   # + 0.: no '-0.00'
                      % (SHORT[s], f['mean_spread'], f['largest_spread'],
                         f['pooled_sd_within_run'], seeds, SHORT[s], f['selected_also_best'],
-                        f['runs_with_several'], f['selected_ahead_of_others']))
+                        f['runs_with_several'], f['selected_ahead_of_others'] + 0.))
     return lines
 
 
