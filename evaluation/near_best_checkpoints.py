@@ -324,7 +324,7 @@ def keep_translations(plans, out):
             if e is plan['selected']:
                 continue
             source = checkpoint_dir(plan['step'].translations, e['uidx'])
-            target = os.path.join(out, plan['step'].name, 'iter-%d' % e['uidx'])
+            target = os.path.join(out, plan['step'].name, os.path.basename(source))
             os.makedirs(target, exist_ok=True)
             for name in ['result.json'] + [s + '.hyp.tok' for s in TEST_SETS]:
                 shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
@@ -338,8 +338,8 @@ def analyse(args):
     data.check()
     results = load_json(args.results) if args.results else None
     figures = figures_of(plans, data, args.within, results)
-    page = (replace_between(args.page, PAGE_MARKERS, page_block(figures))
-            if args.page else None)
+    block = page_block(figures)
+    page = replace_between(args.page, PAGE_MARKERS, block) if args.page else None
     os.makedirs(args.out, exist_ok=True)
     scratch = tempfile.mkdtemp(dir=args.out)
     try:
@@ -352,7 +352,7 @@ def analyse(args):
         shutil.rmtree(scratch, ignore_errors=True)
     if page is not None:
         write_text(args.page, page)
-    print('\n'.join(page_block(figures)))
+    print('\n'.join(block))
 
 
 def within_points(text):
