@@ -23,7 +23,9 @@ snapshot's scores are the run's own.  Writes, once every figure is made:
   minus smallest BLEU), their standard deviation within a run pooled over the
   runs, how often the selected checkpoint was also the best on the test set,
   and (with ``--results``, the study's results.json) the seeds' standard
-  deviation pooled over the decoders, for comparison;
+  deviation pooled over the decoders, for comparison; and each decoder
+  against the baseline over the runs here, scored by the selected checkpoint
+  and by the mean over the near-best ones (Welch's t, Holm's correction);
 * ``OUT/NAME/iter-N/SET.hyp.tok``: the translations of every near-best
   checkpoint that is not the run's selected one (those are in the study's
   translations/);
@@ -45,7 +47,7 @@ import time
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from evaluation import study_tables
+from evaluation import study_statistics, study_tables
 from evaluation.multi30k_results import (SHORT, TEST_SETS, decoder_colours, find_steps,
                                          replace_between, step_order)
 from machinery import cli
@@ -216,7 +218,46 @@ def figures_of(plans, data, within, results):
              'seed': p['step'].result['seed'], 'checkpoints': checkpoints_of(p, data, progress)}
             for p in plans]
     return {'within': within, 'test_sets': list(TEST_SETS), 'runs': runs,
-            'summary': {s: test_set_summary(runs, s, results) for s in TEST_SETS}}
+            'summary': {s: test_set_summary(runs, s, results) for s in TEST_SETS},
+            'comparisons': decoder_comparisons(runs, list(TEST_SETS))}
+
+
+# --------------------------------------------------------------------------
+# the decoders compared on a score less tied to one checkpoint
+
+SCORINGS = ('selected', 'near_best_mean')
+
+
+def run_score(run, test_set, scoring):
+    """A run's BLEU on a test set: its selected checkpoint's, or the mean over
+    its near-best checkpoints (the selected one among them)."""
+    if scoring == 'selected':
+        return selected_test(run, test_set)
+    values = [c['test'][test_set] for c in run['checkpoints']]
+    return sum(values) / len(values)
+
+
+def decoder_comparisons(runs, test_sets):
+    """Each other decoder against the baseline on each test set, over the runs
+    here (the seeds as the sample: Welch's t, study_statistics.welch), scored
+    both ways of SCORINGS; Holm's correction over the comparisons of one
+    scoring.  [] without two baseline runs."""
+    seeds = {}
+    for r in runs:
+        seeds.setdefault(r['decoder'], []).append(r)
+    baseline = seeds.get(study_tables.BASELINE, [])
+    rows = [{'decoder': d, 'test_set': s, 'seeds': sorted(r['seed'] for r in seeds[d]),
+             'baseline_seeds': sorted(r['seed'] for r in baseline)}
+            for d in seeds if d != study_tables.BASELINE for s in test_sets]
+    for scoring in SCORINGS:
+        tests = [study_statistics.welch([run_score(r, row['test_set'], scoring) for r in baseline],
+                                        [run_score(r, row['test_set'], scoring)
+                                         for r in seeds[row['decoder']]]) for row in rows]
+        adjusted = study_statistics.holm([None if t is None else t.p for t in tests])
+        for row, test, holm_p in zip(rows, tests, adjusted):
+            row[scoring] = None if test is None else dict(
+                {k: round(v, 4) for k, v in test._asdict().items()}, holm_p=round(holm_p, 4))
+    return [row for row in rows if row['selected'] is not None]
 
 
 # --------------------------------------------------------------------------
@@ -255,13 +296,37 @@ def summary_lines(figures):
     return lines
 
 
+def welch_cells(test):
+    return [study_tables.difference(test), '%s (%s)' % (study_tables.p_text(test['p']),
+                                                         study_tables.p_text(test['holm_p']))]
+
+
+def comparison_lines(figures):
+    comparisons = figures.get('comparisons')
+    if not comparisons:
+        return []
+    lead = ('**The decoders compared on each run\'s mean over its near-best checkpoints** '
+            '(a score less tied to one checkpoint), beside the same runs\' selected '
+            'checkpoints: the difference to the baseline over the seeds here and its 95%% '
+            'interval by Welch\'s t; Holm\'s correction over the %d comparisons of each '
+            'scoring in brackets.' % len(comparisons))
+    head = ['decoder - baseline', 'test set', 'seeds (baseline\'s)',
+            'selected checkpoint: difference [95% CI]', 'Welch\'s p (Holm)',
+            'near-best mean: difference [95% CI]', 'Welch\'s p (Holm)']
+    rows = [[study_tables.name(c['decoder']), SHORT[c['test_set']],
+             '%s (%s)' % (','.join(map(str, c['seeds'])), ','.join(map(str, c['baseline_seeds'])))]
+            + welch_cells(c['selected']) + welch_cells(c['near_best_mean']) for c in comparisons]
+    return ['', lead, ''] + study_tables.table(head, rows)
+
+
 def page_block(figures):
     head = ['run', 'checkpoints within %.1f of the best validation BLEU (update: BLEU; '
             'selected in bold)' % figures['within']] + [
         '%s: selected [range]' % SHORT[s] for s in figures['test_sets']]
     rows = [[r['name'], checkpoint_cells(r)] + [test_cell(r, s) for s in figures['test_sets']]
             for r in figures['runs']]
-    return study_tables.table(head, rows) + [''] + summary_lines(figures)
+    return (study_tables.table(head, rows) + [''] + summary_lines(figures)
+            + comparison_lines(figures))
 
 
 def plot(figures, png):

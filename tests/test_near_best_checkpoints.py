@@ -87,6 +87,46 @@ def test_the_page_block_shows_the_selected_checkpoint_and_each_range():
     assert 'in 1 of 2 runs, and +0.17 BLEU from the mean' in lines[-1]
 
 
+def seed_run(decoder, seed, selected, *others):
+    """A run on one test set 't': its selected checkpoint's BLEU, then the others'."""
+    return {'name': '%s-seed%d' % (decoder, seed), 'decoder': decoder, 'seed': seed,
+            'checkpoints': [{'update': 1000 * (i + 1), 'valid_bleu': 39., 'selected': i == 0,
+                             'test': {'t': v}} for i, v in enumerate((selected,) + others)]}
+
+
+def test_decoders_compared_on_the_selected_checkpoint_and_on_the_near_best_mean():
+    runs = [seed_run('baseline', 1, 38.0, 36.0), seed_run('baseline', 2, 38.0, 38.0),
+            seed_run('attentive', 1, 40.0), seed_run('attentive', 2, 41.0, 39.0),
+            seed_run('mean', 3, 36.0)]            # one seed: no interval, left out
+    [row] = nbc.decoder_comparisons(runs, ['t'])
+    assert (row['decoder'], row['seeds'], row['baseline_seeds']) == ('attentive', [1, 2], [1, 2])
+    # near-best means: baseline 37, 38; attentive 40, 40.  Selected: 38, 38; 40, 41
+    near, selected = row['near_best_mean'], row['selected']
+    assert near['difference'] == pytest.approx(2.5)
+    # one side without spread: Welch's df is the other side's n - 1 = 1 (t 12.706)
+    half = 12.7062 * math.sqrt(0.5 / 2)
+    assert (near['low'], near['high']) == pytest.approx((2.5 - half, 2.5 + half), abs=1e-3)
+    assert selected['difference'] == pytest.approx(2.5)
+    assert (selected['low'], selected['high']) == pytest.approx((2.5 - half, 2.5 + half),
+                                                                abs=1e-3)
+    assert near['holm_p'] == pytest.approx(near['p'], abs=1e-4)   # a family of one
+    assert nbc.decoder_comparisons(runs[2:], ['t']) == []        # no baseline seeds
+
+
+def test_the_page_block_compares_the_decoders_when_it_can():
+    figures = {'within': 0.5, 'test_sets': ['test_2017_flickr'], 'runs': [], 'summary': {
+        'test_2017_flickr': {'runs_with_several': 0}}}
+    assert not any('compared' in line for line in nbc.page_block(figures))
+    test = {'difference': 0.5, 'low': -0.25, 'high': 1.25, 'p': 0.2, 'holm_p': 0.4}
+    figures['comparisons'] = [{'decoder': 'attentive', 'test_set': 'test_2017_flickr',
+                               'seeds': [1, 2, 3], 'baseline_seeds': [1, 2], 'selected': test,
+                               'near_best_mean': dict(test, difference=0.25, p=0.0004)}]
+    lines = nbc.page_block(figures)
+    assert 'over the 1 comparisons' in lines[-5]
+    assert lines[-1] == ('| attentive residual | test2017 | 1,2,3 (1,2) | +0.50 [-0.25, +1.25] '
+                         '| 0.200 (0.400) | +0.25 [-0.25, +1.25] | < 0.001 (0.400) |')
+
+
 def test_bad_options_and_an_empty_runs_folder_are_one_line(tmp_path):
     script = [sys.executable, ROOT + '/evaluation/near_best_checkpoints.py']
     proc = subprocess.run(script + [str(tmp_path), '--data', str(tmp_path), '--out',
