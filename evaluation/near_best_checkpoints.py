@@ -6,7 +6,9 @@ scores every snapshot (``model.iterN.npz``) whose validation BLEU is within
 ``--within`` points of its run's best, up to the run's last update, on the
 three test sets, as train_multi30k.sh scores the run itself (translate.py,
 the run's beam, length-normalised; tokenised lowercased BLEU), and sets how
-far apart they land beside how far apart the seeds land.
+far apart they land beside how far apart the seeds land.  It also scores
+the average of each run's near-best checkpoints' parameters, one model
+(average_models.py), and compares the decoders on each run's three scores.
 
     python evaluation/near_best_checkpoints.py RUNS_DIR --data data/multi30k \\
         --out docs/multi30k/checkpoints [--within 0.5] \\
@@ -24,11 +26,16 @@ snapshot's scores are the run's own.  Writes, once every figure is made:
   runs, how often the selected checkpoint was also the best on the test set,
   and (with ``--results``, the study's results.json) the seeds' standard
   deviation pooled over the decoders, for comparison; and each decoder
-  against the baseline over the runs here, scored by the selected checkpoint
-  and by the mean over the near-best ones (Welch's t, Holm's correction);
+  against the baseline over the runs here, scored by the selected checkpoint,
+  by the mean over the near-best ones and by their averaged parameters
+  (Welch's t, Holm's correction);
 * ``OUT/NAME/iter-N/SET.hyp.tok``: the translations of every near-best
   checkpoint that is not the run's selected one (those are in the study's
   translations/);
+* ``OUT/NAME/averaged/SET.hyp.tok``: the translations of the average of a
+  run's near-best checkpoints' parameters (average_models.py; the model
+  itself stays in ``RUN/near-best/averaged/model.npz``), scored as a
+  checkpoint is;
 * ``OUT/checkpoints.png``: each run's checkpoints on each test set;
 * the table and its summary between ``<!-- near-best checkpoints: begin -->``
   and ``<!-- near-best checkpoints: end -->`` of ``--page``.
@@ -47,6 +54,7 @@ import time
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import average_models
 from evaluation import study_statistics, study_tables
 from evaluation.multi30k_results import (SHORT, TEST_SETS, decoder_colours, find_steps,
                                          replace_between, step_order)
@@ -60,6 +68,7 @@ from pipeline import train_multi30k as m30k
 WITHIN = 0.5
 PAGE_MARKERS = ('<!-- near-best checkpoints: begin -->', '<!-- near-best checkpoints: end -->')
 FOLDER = 'near-best'
+AVERAGED = 'averaged'
 
 
 # --------------------------------------------------------------------------
@@ -84,9 +93,21 @@ def checkpoint_dir(run_dir, update):
     return os.path.join(run_dir, FOLDER, 'iter-%d' % update)
 
 
+def averaged_dir(run_dir):
+    return os.path.join(run_dir, FOLDER, AVERAGED)
+
+
 def scored(run_dir, update):
     path = os.path.join(checkpoint_dir(run_dir, update), 'result.json')
     return load_json(path) if os.path.exists(path) else None
+
+
+def averaged_scored(run_dir, updates):
+    """The result.json of the average of these updates' snapshots, or None
+    (none yet, or of other updates)."""
+    path = os.path.join(averaged_dir(run_dir), 'result.json')
+    done = load_json(path) if os.path.exists(path) else None
+    return done if done is not None and done['updates'] == updates else None
 
 
 def plan_of(step, within):
@@ -96,8 +117,10 @@ def plan_of(step, within):
     selected, near = near_best(read_training_log(step.log), step.result['updates'], within)
     if selected is None:
         return '%s: no validation BLEU in its training log: left out' % run_dir
-    missing = [e['uidx'] for e in near if e is not selected and not scored(run_dir, e['uidx'])
-               and not os.path.exists(snapshot(run_dir, e['uidx']))]
+    updates = [e['uidx'] for e in near]
+    averaged = len(near) < 2 or averaged_scored(run_dir, updates)
+    missing = [e['uidx'] for e in near if not os.path.exists(snapshot(run_dir, e['uidx']))
+               and not (averaged and (e is selected or scored(run_dir, e['uidx'])))]
     if missing:
         return ('%s: no snapshot of update %s here (trained on another machine?): left out'
                 % (run_dir, ', '.join(map(str, missing))))
@@ -143,9 +166,40 @@ def score_checkpoint(run_dir, event, data, test_beam, progress=None):
     return result
 
 
+def score_average(plan, data, progress=None):
+    """{'updates', 'test_beam', 'test'} of the average of a run's near-best
+    checkpoints' parameters (average_models.py): read from RUN/near-best/averaged/,
+    or averaged, translated and scored there as the run; None for a run with
+    one near-best checkpoint."""
+    run_dir, updates = plan['step'].translations, [e['uidx'] for e in plan['near']]
+    if len(updates) < 2:
+        return None
+    done = averaged_scored(run_dir, updates)
+    if done is not None:
+        return done
+    out = averaged_dir(run_dir)
+    os.makedirs(out, exist_ok=True)
+    model = os.path.join(out, 'model.npz')
+    if progress is not None:
+        progress.next('%s, the average of updates %s' % (run_dir, ', '.join(map(str, updates))))
+    average_models.average_models([snapshot(run_dir, u) for u in updates], model)
+    test_beam = plan['step'].result['test_beam']
+    args = argparse.Namespace(model_dir=out, tiny=test_beam == m30k.TINY_TEST_BEAM)
+    result = {'updates': updates, 'test_beam': test_beam,
+              'test': m30k.translate_and_score(args, data, model)}
+    write_json(os.path.join(out, 'result.json'), result, indent=2)
+    return result
+
+
 def to_translate(plan):
-    return [e for e in plan['near'] if e is not plan['selected']
-            and not scored(plan['step'].translations, e['uidx'])]
+    """The near-best checkpoints still to translate (their 'bleu' events), and
+    AVERAGED where their average is."""
+    run_dir = plan['step'].translations
+    todo = [e for e in plan['near'] if e is not plan['selected']
+            and not scored(run_dir, e['uidx'])]
+    updates = [e['uidx'] for e in plan['near']]
+    return todo + ([AVERAGED] if len(updates) > 1 and not averaged_scored(run_dir, updates)
+                   else [])
 
 
 def checkpoints_of(plan, data, progress):
@@ -199,12 +253,17 @@ def test_set_summary(runs, test_set, results):
     spreads = [max(v) - min(v) for _, v in several]
     chosen = [selected_test(r, test_set) for r, _ in several]
     ahead = [c - (sum(v) - c) / (len(v) - 1) for c, (_, v) in zip(chosen, several)]
+    averaged = [r['averaged']['test'][test_set] - c for c, (r, _) in zip(chosen, several)
+                if r.get('averaged')]
     return {'runs_with_several': len(several),
             'mean_spread': round(sum(spreads) / len(spreads), 2) if spreads else None,
             'largest_spread': round(max(spreads), 2) if spreads else None,
             'pooled_sd_within_run': _round(pooled_sd(values)),
             'selected_also_best': sum(1 for c, (_, v) in zip(chosen, several) if c >= max(v)),
             'selected_ahead_of_others': round(sum(ahead) / len(ahead), 2) if ahead else None,
+            'averaged_ahead_of_selected': (round(sum(averaged) / len(averaged), 2)
+                                           if averaged else None),
+            'averaged_runs': len(averaged),
             'seeds_pooled_sd': _round(seeds_sd(results, test_set))}
 
 
@@ -212,11 +271,20 @@ def _round(value):
     return None if value is None else round(value, 2)
 
 
+def averaged_of(plan, data, progress):
+    """{'updates', 'test': {set: BLEU}} of a run's averaged near-best
+    checkpoints, or None (one checkpoint)."""
+    result = score_average(plan, data, progress)
+    return None if result is None else {
+        'updates': result['updates'],
+        'test': {s: result['test'][s]['bleu_tok_lc'] for s in TEST_SETS}}
+
+
 def figures_of(plans, data, within, results):
     progress = Progress(sum(len(to_translate(p)) for p in plans))
     runs = [{'name': p['step'].name, 'decoder': p['step'].result['decoder'],
-             'seed': p['step'].result['seed'], 'checkpoints': checkpoints_of(p, data, progress)}
-            for p in plans]
+             'seed': p['step'].result['seed'], 'checkpoints': checkpoints_of(p, data, progress),
+             'averaged': averaged_of(p, data, progress)} for p in plans]
     return {'within': within, 'test_sets': list(TEST_SETS), 'runs': runs,
             'summary': {s: test_set_summary(runs, s, results) for s in TEST_SETS},
             'comparisons': decoder_comparisons(runs, list(TEST_SETS))}
@@ -225,14 +293,17 @@ def figures_of(plans, data, within, results):
 # --------------------------------------------------------------------------
 # the decoders compared on a score less tied to one checkpoint
 
-SCORINGS = ('selected', 'near_best_mean')
+SCORINGS = ('selected', 'near_best_mean', 'averaged')
 
 
 def run_score(run, test_set, scoring):
-    """A run's BLEU on a test set: its selected checkpoint's, or the mean over
-    its near-best checkpoints (the selected one among them)."""
-    if scoring == 'selected':
+    """A run's BLEU on a test set: its selected checkpoint's, the mean over
+    its near-best checkpoints (the selected one among them), or that of the
+    average of their parameters (a run with one: its selected checkpoint's)."""
+    if scoring == 'selected' or (scoring == 'averaged' and not run.get('averaged')):
         return selected_test(run, test_set)
+    if scoring == 'averaged':
+        return run['averaged']['test'][test_set]
     values = [c['test'][test_set] for c in run['checkpoints']]
     return sum(values) / len(values)
 
@@ -276,6 +347,11 @@ def test_cell(run, test_set):
         selected, min(values), max(values))
 
 
+def averaged_cell(run, test_sets):
+    averaged = run.get('averaged')
+    return '–' if not averaged else ' / '.join('%.2f' % averaged['test'][s] for s in test_sets)
+
+
 def summary_lines(figures):
     lines = []
     for s in figures['test_sets']:
@@ -292,46 +368,61 @@ def summary_lines(figures):
                      'average.'   # + 0.: no '-0.00'
                      % (SHORT[s], f['mean_spread'], f['largest_spread'],
                         f['pooled_sd_within_run'], seeds, SHORT[s], f['selected_also_best'],
-                        f['runs_with_several'], f['selected_ahead_of_others'] + 0.))
+                        f['runs_with_several'], f['selected_ahead_of_others'] + 0.)
+                     + averaged_sentence(f))
     return lines
 
 
-def welch_cells(test):
-    return [study_tables.difference(test), '%s (%s)' % (study_tables.p_text(test['p']),
-                                                         study_tables.p_text(test['holm_p']))]
+def averaged_sentence(summary):
+    if not summary.get('averaged_runs'):
+        return ''
+    return (' Their parameters averaged: %+.2f BLEU from the selected checkpoint on average '
+            '(%d run%s).' % (summary['averaged_ahead_of_selected'] + 0., summary['averaged_runs'],
+                             '' if summary['averaged_runs'] == 1 else 's'))
+
+
+SCORING_NAMES = {'selected': 'selected checkpoint', 'near_best_mean': 'near-best mean',
+                 'averaged': 'averaged parameters'}
+
+
+def welch_cell(test):
+    """'+0.52 [-0.14, +1.18]; 0.086 (0.513)'."""
+    return '%s; %s (%s)' % (study_tables.difference(test), study_tables.p_text(test['p']),
+                            study_tables.p_text(test['holm_p']))
 
 
 def comparison_lines(figures):
     comparisons = figures.get('comparisons')
     if not comparisons:
         return []
-    lead = ('**The decoders compared on each run\'s mean over its near-best checkpoints** '
-            '(a score less tied to one checkpoint), beside the same runs\' selected '
-            'checkpoints: the difference to the baseline over the seeds here and its 95%% '
-            'interval by Welch\'s t; Holm\'s correction over the %d comparisons of each '
-            'scoring in brackets.' % len(comparisons))
-    head = ['decoder - baseline', 'test set', 'seeds (baseline\'s)',
-            'selected checkpoint: difference [95% CI]', 'Welch\'s p (Holm)',
-            'near-best mean: difference [95% CI]', 'Welch\'s p (Holm)']
+    lead = ('**The decoders compared on scores less tied to one checkpoint**: each run '
+            'scored by its selected checkpoint, by the mean of its near-best checkpoints\' '
+            'BLEU, and by the average of their parameters (one model, '
+            '`average_models.py`); the difference to the baseline over the seeds here and '
+            'its 95%% interval by Welch\'s t; Holm\'s correction over the %d comparisons '
+            'of each scoring in brackets.' % len(comparisons))
+    head = ['decoder - baseline', 'test set', 'seeds (baseline\'s)'] + [
+        '%s: difference [95%% CI] ; Welch\'s p (Holm)' % SCORING_NAMES[k] for k in SCORINGS]
     rows = [[study_tables.name(c['decoder']), SHORT[c['test_set']],
              '%s (%s)' % (','.join(map(str, c['seeds'])), ','.join(map(str, c['baseline_seeds'])))]
-            + welch_cells(c['selected']) + welch_cells(c['near_best_mean']) for c in comparisons]
+            + [welch_cell(c[k]) for k in SCORINGS] for c in comparisons]
     return ['', lead, ''] + study_tables.table(head, rows)
 
 
 def page_block(figures):
     head = ['run', 'checkpoints within %.1f of the best validation BLEU (update: BLEU; '
             'selected in bold)' % figures['within']] + [
-        '%s: selected [range]' % SHORT[s] for s in figures['test_sets']]
+        '%s: selected [range]' % SHORT[s] for s in figures['test_sets']] + [
+        'their parameters averaged: %s' % ' / '.join(SHORT[s] for s in figures['test_sets'])]
     rows = [[r['name'], checkpoint_cells(r)] + [test_cell(r, s) for s in figures['test_sets']]
-            for r in figures['runs']]
+            + [averaged_cell(r, figures['test_sets'])] for r in figures['runs']]
     return (study_tables.table(head, rows) + [''] + summary_lines(figures)
             + comparison_lines(figures))
 
 
 def plot(figures, png):
     """A panel a test set: each run's near-best checkpoints (the selected
-    one a large marker), a colour a decoder."""
+    one a large marker, their averaged parameters a cross), a colour a decoder."""
     from machinery import plots
     runs = figures['runs']
     colours = decoder_colours(list(dict.fromkeys(r['decoder'] for r in runs)))
@@ -347,12 +438,19 @@ def plot(figures, png):
             labelled.add(run['decoder'])
             ax.plot([x] * len(others), others, 'o', markersize=4, color=colour, alpha=0.6)
             ax.plot([x], [chosen], 'D', markersize=8, color=colour, label=label)
+            if run.get('averaged'):
+                ax.plot([x + 0.3], [run['averaged']['test'][test_set]], 'x', markersize=7,
+                        markeredgewidth=2, color=colour)
+        for marker, what in (('D', 'selected'), ('o', 'other near-best'),
+                             ('x', 'their parameters averaged')):
+            ax.plot([], [], marker, color='grey', markeredgewidth=2 if marker == 'x' else 1,
+                    linestyle='none', label=what)
         ax.set_xticks(range(len(runs)))
         ax.set_xticklabels([r['name'].replace('-seed', ' ') for r in runs], rotation=60,
                            fontsize=7)
-    plots.finish_panels(fig, axes, ['%s BLEU (diamond: selected)' % SHORT[s]
+    plots.finish_panels(fig, axes, ['%s BLEU' % SHORT[s]
                                     for s in figures['test_sets']], png, xlabel='run',
-                        legend_size=7)
+                        legend_size=8, legend_below=True)
 
 
 # --------------------------------------------------------------------------
@@ -381,14 +479,19 @@ def dry_run(plans):
                      'to translate' if e in todo else 'scored')
             print('%-24s update %6d  validation BLEU %.2f  %s'
                   % (plan['step'].name, e['uidx'], e['bleu'], state))
+        if len(plan['near']) > 1:
+            print('%-24s their average                     %s' % (
+                plan['step'].name, 'to translate' if AVERAGED in todo else 'scored'))
 
 
 def keep_translations(plans, out):
+    """The translations (and result.json) of each run's other near-best
+    checkpoints and of their average into OUT/NAME/iter-N/ and OUT/NAME/averaged/."""
     for plan in plans:
-        for e in plan['near']:
-            if e is plan['selected']:
-                continue
-            source = checkpoint_dir(plan['step'].translations, e['uidx'])
+        run_dir = plan['step'].translations
+        sources = [checkpoint_dir(run_dir, e['uidx']) for e in plan['near']
+                   if e is not plan['selected']]
+        for source in sources + ([averaged_dir(run_dir)] if sources else []):
             target = os.path.join(out, plan['step'].name, os.path.basename(source))
             os.makedirs(target, exist_ok=True)
             for name in ['result.json'] + [s + '.hyp.tok' for s in TEST_SETS]:

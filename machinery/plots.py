@@ -68,14 +68,22 @@ def save(fig, path, dpi=DPI):
     plt.close(fig)
 
 
-def finish_panels(fig, axes, titles, path, xlabel='update', legend_size=8):
-    """Title, x label, grid and legend on each panel, then the figure into
-    ``path``."""
+def finish_panels(fig, axes, titles, path, xlabel='update', legend_size=8,
+                  legend_below=False):
+    """Title, x label and grid on each panel, a legend on each (or, with
+    ``legend_below``, the first panel's once, beneath them all: it hides no
+    point), then the figure into ``path``."""
     for ax, title in zip(axes, titles):
         ax.set(xlabel=xlabel, title=title)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=legend_size)
-    fig.tight_layout()
+        if not legend_below:
+            ax.legend(fontsize=legend_size)
+    if legend_below:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=legend_size)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+    else:
+        fig.tight_layout()
     save(fig, path)
 
 

@@ -1,6 +1,6 @@
 """What the test files share: the repository's root, running one of its
-commands (with the signals at their defaults), and the check of a command's
-one error line (docs/training.md#exit-statuses).
+commands (with the signals at their defaults), the check of a command's
+one error line (docs/training.md#exit-statuses), and a tiny random model file.
 
 conftest.py puts this folder on sys.path, so a test file imports it as
 ``from helpers import ROOT, run_command, error_line``.
@@ -57,3 +57,22 @@ def error_line(proc, *needles, status=1, alone=False):
     for needle in needles:
         assert needle in lines[-1], (needle, lines[-1])
     return lines[-1]
+
+
+def save_random_model(path, decoder, seed, n_words=8, unk_bias=0., dictionaries=None):
+    """A tiny untrained model file (and its options) of ``decoder`` (options
+    such as ``dict(decoder='gru_cond')``): nmt.py's initial parameters moved
+    by noise of the ``seed``, so that two seeds give two different models."""
+    import numpy
+    import nmt
+    from machinery.training_state import save_model
+    options = nmt.fill_options(dict(dim_word=6, dim=5, n_words_src=10, n_words=n_words,
+                                    dictionaries=dictionaries or ['src.pkl', 'trg.pkl'],
+                                    **decoder))
+    numpy.random.seed(seed)
+    params = nmt.init_params(options)
+    rng = numpy.random.RandomState(seed)
+    for k in params:
+        params[k] = (params[k] + 0.5 * rng.standard_normal(params[k].shape)).astype('float32')
+    params['ff_logit_b'][1] += unk_bias
+    save_model(str(path), params, [], 0, options)

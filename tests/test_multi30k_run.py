@@ -124,7 +124,8 @@ def near_best_checkpoints(prepared, models, tmp_path, events, result):
     proc = near_best(runs, '--data', prepared, '--out', out, '--within', 100, '--page', page,
                      cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert 'checkpoint 1 of 1: ' in proc.stdout          # the one to translate
+    assert 'checkpoint 1 of 2: ' in proc.stdout   # the other one, then the two averaged
+    assert 'checkpoint 2 of 2 (' in proc.stdout and 'the average of updates 4, 8' in proc.stdout
     figures = json.loads((out / 'checkpoints.json').read_text())
     [run] = figures['runs']
     bleus = [e for e in events if e['event'] == 'bleu']
@@ -142,6 +143,16 @@ def near_best_checkpoints(prepared, models, tmp_path, events, result):
         hyp = out / 'attentive-seed3' / ('iter-%d' % other['update']) / (test_set + '.hyp.tok')
         assert len(hyp.read_text().splitlines()) == len(
             (prepared / (test_set + '.tok.de')).read_text().splitlines())
+    assert run['averaged']['updates'] == [4, 8]
+    averaged, other_snapshot = (numpy.load(str(path)) for path in (
+        models / 'near-best' / 'averaged' / 'model.npz',
+        models / ('model.iter%d.npz' % other['update'])))
+    for k in averaged.files:
+        numpy.testing.assert_allclose(averaged[k], (snapshot[k].astype(float)
+                                                    + other_snapshot[k]) / 2, rtol=1e-6)
+    for test_set in ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco'):
+        assert 0. <= run['averaged']['test'][test_set] <= 100.
+        assert (out / 'attentive-seed3' / 'averaged' / (test_set + '.hyp.tok')).exists()
     again = nbc.score_checkpoint(str(models), best, multi30k_data(prepared), result['test_beam'])
     assert {s: v['bleu_tok_lc'] for s, v in again['test'].items()} == chosen['test']
     text = page.read_text()

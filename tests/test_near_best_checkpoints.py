@@ -76,15 +76,19 @@ def test_the_page_block_shows_the_selected_checkpoint_and_each_range():
     figures = {'within': 0.5, 'test_sets': ['test_2016_flickr'], 'runs': [
         dict(r, checkpoints=[dict(c, test={'test_2016_flickr': c['test']['t']})
                              for c in r['checkpoints']]) for r in RUNS]}
+    figures['runs'][0]['averaged'] = {'updates': [1000, 2000, 3000],
+                                      'test': {'test_2016_flickr': 37.8}}
     figures['summary'] = {'test_2016_flickr': nbc.test_set_summary(
         figures['runs'], 'test_2016_flickr', None)}
     lines = nbc.page_block(figures)
     assert lines[2] == ('| baseline-seed1 | 1000: 39.00, **2000: 39.00**, 3000: 39.00 | '
-                        '38.00 [37.00, 38.00] |')
-    assert lines[4] == '| attentive-seed1 | **5000: 39.00** | 35.00 |'
+                        '38.00 [37.00, 38.00] | 37.80 |')
+    assert lines[4] == '| attentive-seed1 | **5000: 39.00** | 35.00 | – |'
     assert lines[-1].startswith('- test2016: the near-best checkpoints of a run 0.70 BLEU '
                                 'apart on average (at most 1.00)')
     assert 'in 1 of 2 runs, and +0.17 BLEU from the mean' in lines[-1]
+    assert lines[-1].endswith('averaged: -0.20 BLEU from the selected checkpoint on average '
+                              '(1 run).')
 
 
 def seed_run(decoder, seed, selected, *others):
@@ -98,6 +102,8 @@ def test_decoders_compared_on_the_selected_checkpoint_and_on_the_near_best_mean(
     runs = [seed_run('baseline', 1, 38.0, 36.0), seed_run('baseline', 2, 38.0, 38.0),
             seed_run('attentive', 1, 40.0), seed_run('attentive', 2, 41.0, 39.0),
             seed_run('mean', 3, 36.0)]            # one seed: no interval, left out
+    for r, averaged in zip(runs, (37.0, 38.0, None, 42.0)):
+        r['averaged'] = averaged and {'updates': [1000, 2000], 'test': {'t': averaged}}
     [row] = nbc.decoder_comparisons(runs, ['t'])
     assert (row['decoder'], row['seeds'], row['baseline_seeds']) == ('attentive', [1, 2], [1, 2])
     # near-best means: baseline 37, 38; attentive 40, 40.  Selected: 38, 38; 40, 41
@@ -110,6 +116,15 @@ def test_decoders_compared_on_the_selected_checkpoint_and_on_the_near_best_mean(
     assert (selected['low'], selected['high']) == pytest.approx((2.5 - half, 2.5 + half),
                                                                 abs=1e-3)
     assert near['holm_p'] == pytest.approx(near['p'], abs=1e-4)   # a family of one
+    # averaged: baseline 37, 38; attentive 40 (one checkpoint: its selected), 42
+    averaged = row['averaged']
+    assert averaged['difference'] == pytest.approx(3.5)
+    from scipy import stats
+    va, vb = 0.5 / 2, 2.0 / 2                         # variances of the means
+    df = (va + vb) ** 2 / (va ** 2 + vb ** 2)         # Welch-Satterthwaite, n = 2 a side
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    assert (averaged['low'], averaged['high']) == pytest.approx((3.5 - half, 3.5 + half),
+                                                                abs=1e-3)
     assert nbc.decoder_comparisons(runs[2:], ['t']) == []        # no baseline seeds
 
 
@@ -120,11 +135,13 @@ def test_the_page_block_compares_the_decoders_when_it_can():
     test = {'difference': 0.5, 'low': -0.25, 'high': 1.25, 'p': 0.2, 'holm_p': 0.4}
     figures['comparisons'] = [{'decoder': 'attentive', 'test_set': 'test_2017_flickr',
                                'seeds': [1, 2, 3], 'baseline_seeds': [1, 2], 'selected': test,
-                               'near_best_mean': dict(test, difference=0.25, p=0.0004)}]
+                               'near_best_mean': dict(test, difference=0.25, p=0.0004),
+                               'averaged': dict(test, difference=-0.05)}]
     lines = nbc.page_block(figures)
     assert 'over the 1 comparisons' in lines[-5]
-    assert lines[-1] == ('| attentive residual | test2017 | 1,2,3 (1,2) | +0.50 [-0.25, +1.25] '
-                         '| 0.200 (0.400) | +0.25 [-0.25, +1.25] | < 0.001 (0.400) |')
+    assert lines[-1] == ('| attentive residual | test2017 | 1,2,3 (1,2) | +0.50 [-0.25, +1.25]; '
+                         '0.200 (0.400) | +0.25 [-0.25, +1.25]; < 0.001 (0.400) | '
+                         '-0.05 [-0.25, +1.25]; 0.200 (0.400) |')
 
 
 def test_bad_options_and_an_empty_runs_folder_are_one_line(tmp_path):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import ROOT, error_line, run_command
+from helpers import ROOT, error_line, run_command, save_random_model
 PY = sys.executable
 SRC_WORDS = 'a b c d e f g h'.split()
 TRG_WORDS = 'x y z w v u'.split()
@@ -18,21 +18,6 @@ K, MAXLEN = 3, 7
 
 def run(script, args, cwd, check=True):
     return run_command(script, args, cwd=cwd, check=check)
-
-
-def _save_model(path, decoder, seed, n_words=8, unk_bias=0., dictionaries=None):
-    import nmt
-    from machinery.training_state import save_model
-    options = nmt.fill_options(dict(dim_word=6, dim=5, n_words_src=10, n_words=n_words,
-                                    dictionaries=dictionaries or ['src.pkl', 'trg.pkl'],
-                                    **decoder))
-    np.random.seed(seed)
-    params = nmt.init_params(options)
-    rng = np.random.RandomState(seed)
-    for k in params:
-        params[k] = (params[k] + 0.5 * rng.standard_normal(params[k].shape)).astype('float32')
-    params['ff_logit_b'][1] += unk_bias
-    save_model(str(path), params, [], 0, options)
 
 
 @pytest.fixture(scope='module')
@@ -45,12 +30,12 @@ def workdir(tmp_path_factory):
         vocab.save_dictionary(mapping, str(d / (name + '.pkl')), str(d / (name + '.json')))
     other = {w: i for i, w in enumerate(['<eos>', 'UNK'] + TRG_WORDS[::-1])}
     vocab.save_dictionary(other, str(d / 'other.pkl'), str(d / 'other.json'))
-    _save_model(d / 'base.npz', dict(decoder='gru_cond'), 1)
-    _save_model(d / 'att.npz', dict(decoder='gru_cond_att'), 2)
-    _save_model(d / 'res.npz', dict(decoder='gru_cond_residual'), 3)
-    _save_model(d / 'unk.npz', dict(decoder='gru_cond'), 4, unk_bias=3.)
-    _save_model(d / 'big.npz', dict(decoder='gru_cond'), 5, n_words=9)
-    _save_model(d / 'otherdict.npz', dict(decoder='gru_cond'), 6,
+    save_random_model(d / 'base.npz', dict(decoder='gru_cond'), 1)
+    save_random_model(d / 'att.npz', dict(decoder='gru_cond_att'), 2)
+    save_random_model(d / 'res.npz', dict(decoder='gru_cond_residual'), 3)
+    save_random_model(d / 'unk.npz', dict(decoder='gru_cond'), 4, unk_bias=3.)
+    save_random_model(d / 'big.npz', dict(decoder='gru_cond'), 5, n_words=9)
+    save_random_model(d / 'otherdict.npz', dict(decoder='gru_cond'), 6,
                 dictionaries=['src.pkl', 'other.pkl'])
     (d / 'in.txt').write_text(''.join(s + '\n' for s in SOURCES))
     return d
