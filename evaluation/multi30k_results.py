@@ -326,7 +326,7 @@ def reading(decoder, welch):
     if welch is None:
         return 'too few seeds for an interval'
     low, high = welch['low'], welch['high']
-    span = 'between %+.2f and %+.2f BLEU' % (low, high)
+    span = 'between %s and %s BLEU' % (study_tables.signed(low), study_tables.signed(high))
     if low <= 0 <= high:
         return span + ': ' + reading_across_zero(decoder, high)
     text = span + ': %s the baseline' % ('ahead of' if low > 0 else 'behind')

@@ -33,13 +33,18 @@ def mean_sd(stats):
     return '%.2f ± %.2f' % (stats['mean'], stats['sd'])
 
 
+def signed(value):
+    """'+0.62', '-1.30'; a value that rounds to zero is '+0.00', never '-0.00'."""
+    return '%+.2f' % (round(value, 2) + 0.)
+
+
 def interval(low, high):
-    return '[%+.2f, %+.2f]' % (low, high)
+    return '[%s, %s]' % (signed(low), signed(high))
 
 
 def difference(d):
     """'-0.06 [-2.31, +2.10]'."""
-    return '%+.2f %s' % (d['difference'], interval(d['low'], d['high']))
+    return '%s %s' % (signed(d['difference']), interval(d['low'], d['high']))
 
 
 def p_text(p):
@@ -135,7 +140,7 @@ def ensembles_table(figures):
     for e in figures['ensembles']:
         rows.append([name(e['decoder']), ', '.join(map(str, e['seeds']))] + [
             '%.2f' % e['test'][s]['bleu_tok_lc'] for s in sets] + [
-            '%+.2f' % e['gain_over_seeds'] if e.get('gain_over_seeds') is not None else '–'])
+            signed(e['gain_over_seeds']) if e.get('gain_over_seeds') is not None else '–'])
     return table(head, rows)
 
 

@@ -139,3 +139,13 @@ def test_an_interval_off_zero_says_whether_holms_correction_keeps_it(p_holm, kep
                                                   'p_holm': p_holm})
     assert ("not after it (Holm's p 0.278)" in text) == (not kept)
     assert text.startswith('between +0.01 and +0.99 BLEU: ahead of the baseline')
+
+
+def test_a_difference_that_rounds_to_zero_is_printed_plus_zero():
+    """The tables print signed differences; -0.004 rounds to '+0.00', not '-0.00'."""
+    from evaluation import study_tables
+    assert study_tables.difference({'difference': -0.004, 'low': -0.71, 'high': 0.0049}) == (
+        '+0.00 [-0.71, +0.00]')
+    assert study_tables.difference({'difference': 0.62, 'low': 0.19, 'high': 1.05}) == (
+        '+0.62 [+0.19, +1.05]')
+    assert study_tables.signed(-0.006) == '-0.01'
