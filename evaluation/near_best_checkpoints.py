@@ -311,7 +311,7 @@ def run_score(run, test_set, scoring):
 def decoder_comparisons(runs, test_sets):
     """Each other decoder against the baseline on each test set, over the runs
     here (the seeds as the sample: Welch's t, study_statistics.welch), scored
-    both ways of SCORINGS; Holm's correction over the comparisons of one
+    each way of SCORINGS; Holm's correction over the comparisons of one
     scoring.  [] without two baseline runs."""
     seeds = {}
     for r in runs:
