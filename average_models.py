@@ -18,9 +18,10 @@ leaves no model file that looks complete.
 """
 import sys
 
-import numpy
+from machinery import cli   # first: without .venv, one line (machinery/__init__.py)
 
-from machinery import cli, model_io, output_files
+import numpy
+from machinery import model_io, output_files
 from machinery.option_schema import ARCHITECTURE
 from machinery.text_io import InputError
 

@@ -54,11 +54,12 @@ import time
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from machinery import cli   # first: without .venv, one line (machinery/__init__.py)
+
 import average_models
 from evaluation import study_statistics, study_tables
 from evaluation.multi30k_results import (SHORT, TEST_SETS, decoder_colours, find_steps,
                                          replace_between, step_order)
-from machinery import cli
 from machinery.output_files import write_json, write_text
 from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError
