@@ -145,26 +145,37 @@ class Progress(object):
         print('checkpoint %d of %d%s: %s' % (self.done, self.total, eta, what), flush=True)
 
 
-def score_checkpoint(run_dir, event, data, test_beam, progress=None):
-    """{'update', 'valid_bleu', 'test'} of the snapshot of ``event``: read
-    from its folder, or translated and scored there (train_multi30k.sh's
-    translation and scoring, with the run's beam)."""
-    done = scored(run_dir, event['uidx'])
-    if done is not None:
-        return done
+def check_test_beam(run_dir, test_beam):
     if test_beam not in (m30k.TEST_BEAM, m30k.TINY_TEST_BEAM):
         raise InputError('%s: a test beam of %s, not train_multi30k.sh\'s'
                          % (run_dir, test_beam))
+
+
+def translate_into(out, model, test_beam, data, record):
+    """``record`` with ``test_beam`` and the test scores of ``model``,
+    translated and scored in the folder ``out`` as train_multi30k.sh scores
+    a run (with the run's beam); written as out/result.json too."""
+    args = argparse.Namespace(model_dir=out, tiny=test_beam == m30k.TINY_TEST_BEAM)
+    result = dict(record, test_beam=test_beam,
+                  test=m30k.translate_and_score(args, data, model))
+    write_json(os.path.join(out, 'result.json'), result, indent=2)
+    return result
+
+
+def score_checkpoint(run_dir, event, data, test_beam, progress=None):
+    """{'update', 'valid_bleu', 'test_beam', 'test'} of the snapshot of
+    ``event``: read from its folder, or translated and scored there."""
+    done = scored(run_dir, event['uidx'])
+    if done is not None:
+        return done
+    check_test_beam(run_dir, test_beam)
     out = checkpoint_dir(run_dir, event['uidx'])
     os.makedirs(out, exist_ok=True)
-    args = argparse.Namespace(model_dir=out, tiny=test_beam == m30k.TINY_TEST_BEAM)
     if progress is not None:
         progress.next('%s, update %d (validation BLEU %.2f)'
                       % (run_dir, event['uidx'], event['bleu']))
-    result = {'update': event['uidx'], 'valid_bleu': event['bleu'], 'test_beam': test_beam,
-              'test': m30k.translate_and_score(args, data, snapshot(run_dir, event['uidx']))}
-    write_json(os.path.join(out, 'result.json'), result, indent=2)
-    return result
+    return translate_into(out, snapshot(run_dir, event['uidx']), test_beam, data,
+                          {'update': event['uidx'], 'valid_bleu': event['bleu']})
 
 
 def score_average(plan, data, progress=None):
@@ -178,18 +189,15 @@ def score_average(plan, data, progress=None):
     done = averaged_scored(run_dir, updates)
     if done is not None:
         return done
+    test_beam = plan['step'].result['test_beam']
+    check_test_beam(run_dir, test_beam)
     out = averaged_dir(run_dir)
     os.makedirs(out, exist_ok=True)
     model = os.path.join(out, 'model.npz')
     if progress is not None:
         progress.next('%s, the average of updates %s' % (run_dir, ', '.join(map(str, updates))))
     average_models.average_models([snapshot(run_dir, u) for u in updates], model)
-    test_beam = plan['step'].result['test_beam']
-    args = argparse.Namespace(model_dir=out, tiny=test_beam == m30k.TINY_TEST_BEAM)
-    result = {'updates': updates, 'test_beam': test_beam,
-              'test': m30k.translate_and_score(args, data, model)}
-    write_json(os.path.join(out, 'result.json'), result, indent=2)
-    return result
+    return translate_into(out, model, test_beam, data, {'updates': updates})
 
 
 def to_translate(plan):
@@ -365,11 +373,11 @@ def summary_lines(figures):
         lines.append('- %s: the near-best checkpoints of a run %.2f BLEU apart on average '
                      '(at most %.2f); their standard deviation within a run %.2f%s. The '
                      'selected checkpoint was also the best on %s in %d of %d runs, and '
-                     '%+.2f BLEU from the mean of its run\'s other near-best ones on '
-                     'average.'   # + 0.: no '-0.00'
+                     '%s BLEU from the mean of its run\'s other near-best ones on '
+                     'average.'
                      % (SHORT[s], f['mean_spread'], f['largest_spread'],
                         f['pooled_sd_within_run'], seeds, SHORT[s], f['selected_also_best'],
-                        f['runs_with_several'], f['selected_ahead_of_others'] + 0.)
+                        f['runs_with_several'], study_tables.signed(f['selected_ahead_of_others']))
                      + averaged_sentence(f))
     return lines
 
@@ -377,9 +385,10 @@ def summary_lines(figures):
 def averaged_sentence(summary):
     if not summary.get('averaged_runs'):
         return ''
-    return (' Their parameters averaged: %+.2f BLEU from the selected checkpoint on average '
-            '(%d run%s).' % (summary['averaged_ahead_of_selected'] + 0., summary['averaged_runs'],
-                             '' if summary['averaged_runs'] == 1 else 's'))
+    runs = summary['averaged_runs']
+    return (' Their parameters averaged: %s BLEU from the selected checkpoint on average '
+            '(%d run%s).' % (study_tables.signed(summary['averaged_ahead_of_selected']), runs,
+                             '' if runs == 1 else 's'))
 
 
 SCORING_NAMES = {'selected': 'selected checkpoint', 'near_best_mean': 'near-best mean',

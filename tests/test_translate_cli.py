@@ -36,7 +36,7 @@ def workdir(tmp_path_factory):
     save_random_model(d / 'unk.npz', dict(decoder='gru_cond'), 4, unk_bias=3.)
     save_random_model(d / 'big.npz', dict(decoder='gru_cond'), 5, n_words=9)
     save_random_model(d / 'otherdict.npz', dict(decoder='gru_cond'), 6,
-                dictionaries=['src.pkl', 'other.pkl'])
+                      dictionaries=['src.pkl', 'other.pkl'])
     (d / 'in.txt').write_text(''.join(s + '\n' for s in SOURCES))
     return d
 
