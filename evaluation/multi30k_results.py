@@ -25,7 +25,8 @@ nothing written):
   of the papers' gains), ``by_length`` and ``settings``;
 * ``OUT/logs/NAME.log.jsonl`` and ``OUT/translations/NAME/TEST.hyp.tok``:
   each step's training log (absolute paths made relative) and test
-  translations;
+  translations; an anchor's Marian logs as ``OUT/logs/NAME.train.log`` and
+  ``NAME.valid.log``;
 * ``OUT/validation.png`` (validation cost and BLEU of every run) and
   ``OUT/by_length.png``;
 * the tables (evaluation/study_tables.py): into ``--page`` between its
@@ -72,6 +73,7 @@ PAPERS_GAINS = {'attentive': (0.6, 1.4), 'mean': (0.3, 1.0)}
 # a difference is shown when its p (after Holm's correction) is below this
 SIGNIFICANCE = 0.05
 LOG = 'model.npz.log.jsonl'
+MARIAN_LOGS = ('train.log', 'valid.log')   # an anchor's: Marian's own logs
 PAGE_MARKERS = ('<!-- results: begin -->', '<!-- results: end -->')
 README_MARKERS = ('<!-- multi30k table: begin -->', '<!-- multi30k table: end -->')
 KINDS = ('runs', 'ensembles', 'anchors', 'earlier')
@@ -128,6 +130,9 @@ def find_steps(runs_dir, data_dir, at=None):
         result = dict(result, name=name,
                       command=portable_command(result.get('command', ''), data_dir, runs_dir))
         log = training_log_of(folder) if kind == 'runs' else None
+        if kind == 'anchors':
+            result['logs'] = [os.path.join('logs', '%s.%s' % (name, f)) for f in MARIAN_LOGS
+                              if os.path.exists(os.path.join(folder, f))]
         steps.append(Step(kind, name, result, log, folder))
     return steps
 
@@ -529,6 +534,11 @@ def keep_steps(steps, out):
     for step in sorted(steps, key=lambda s: s.kind != 'earlier'):
         if step.log is not None:
             copy_text(step.log, os.path.join(out, as_kept(step)['log']), relative_paths)
+        for copy in step.result.get('logs', []):   # an anchor's, from its folder
+            source = os.path.join(step.translations or '',
+                                  os.path.basename(copy)[len(step.name) + 1:])
+            if os.path.exists(source):
+                copy_text(source, os.path.join(out, copy), relative_paths)
         if step.translations:
             for s in TEST_SETS:
                 source = os.path.join(step.translations, s + '.hyp.tok')

@@ -4,7 +4,7 @@ files with the table's settings, then its test translations scored as this
 project's are.
 
     .venv/bin/python pipeline/marian_multi30k.py train DATA_DIR MODEL_DIR \\
-        [--dropout 0.2] [--seed 1] [--threads 2] [--dry-run]
+        [--dropout 0.2] [--seed 1] [--threads 2] [--tiny] [--dry-run]
 
 Marian comes from the ``pymarian`` wheel in ``.venv-marian`` (installed on
 first use, speed/marian.py).  Its settings (MARIAN_SETTINGS): the table's
@@ -27,7 +27,17 @@ The test sets are translated by Marian's decoder with the model of the best
 validation BLEU (``--keep-best``), beam 12, length-normalised, then scored by
 train_multi30k.py's scoring (tokenised lowercased BLEU and sacreBLEU).
 ``MODEL_DIR/result.json`` has the same fields as a run of the table's, with
-``system: marian`` and Marian's version.
+``system: marian`` and Marian's version, its ``stop_reason`` (``early_stop``:
+Marian's early stopping; ``after``: its ``--after`` bound, 40 epochs) and its
+training speed (target words a second, validations left out).
+
+Run again, the command resumes an interrupted training from Marian's last
+checkpoint (every 1,000 updates: ``model.npz`` with its optimiser and
+progress files, as Marian itself continues a training) and skips a finished
+one; the training time is read from Marian's log (``train.log``: one part a
+process, from its first line to its last), so a resumed run reports the time
+of every part.  ``--tiny`` trains a tiny model for a few updates (the whole
+path in seconds, for tests).
 """
 import os
 import re
@@ -60,9 +70,17 @@ MARIAN_SETTINGS = [
     ('--beam-size', str(VALID_BEAM)), ('--normalize', '1'), ('--valid-mini-batch', '64'),
     ('--disp-freq', '100u'),
 ]
+# a few updates of a tiny model: the whole path, for tests
+TINY_SETTINGS = {'--dim-emb': '8', '--dim-rnn': '12', '--mini-batch': '2',
+                 '--valid-freq': '4u', '--save-freq': '4u', '--after': '12u',
+                 '--disp-freq': '2u'}
+TINY_TEST_BEAM = 2
 # "[valid] Ep. 3 : Up. 2000 : translation : 30.12 : new best"
 VALID_LINE = re.compile(r'Up\. (\d+) : (translation|cross-entropy) : ([-\d.]+)')
-UPDATE_LINE = re.compile(r'Up\. (\d+) : Sen\.')
+# "[2026-12-06 21:41:12] Ep. 1 : Up. 100 : Sen. 3,200 : Cost 95.5 : Time 11.2s : 886.70 words/s"
+UPDATE_LINE = re.compile(r'Up\. (\d+) : Sen\..*: Time ([\d.]+)s : ([\d.]+) words/s')
+TIME_STAMP = re.compile(r'^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]')
+PROCESS_START = '[marian] Marian v'
 
 
 def vocabularies(data, model_dir):
@@ -91,8 +109,9 @@ def train_command(args, data, exe, vocabs, script):
            '--train-sets'] + list(data.train) + ['--vocabs'] + vocabs + [
            '--dim-vocabs'] + [str(n) for n in data.dictionary_sizes()] + [
            '--valid-sets'] + list(data.valid)
-    for setting in MARIAN_SETTINGS:
-        cmd += list(setting)
+    for option, *values in MARIAN_SETTINGS:
+        cmd += [option] + ([TINY_SETTINGS[option]] if args.tiny and option in TINY_SETTINGS
+                           else values)
     cmd += ['--valid-script-path', script, '--keep-best',
             '--valid-translation-output', os.path.join(args.model_dir, 'valid.hyp.bpe'),
             '--cpu-threads', str(args.threads), '--seed', str(args.seed),
@@ -115,33 +134,73 @@ def valid_bleu(ref, hyp_bpe):
     return bleu.corpus_bleu_tokenized(hyps, read_lines(ref), lowercase=True)['bleu']
 
 
-def validations(log_path):
-    """[(update, BLEU)] of Marian's validation log, and its best BLEU's update."""
-    bleus = [(int(m.group(1)), float(m.group(3))) for m in map(VALID_LINE.search,
-                                                                read_lines(log_path))
-             if m and m.group(2) == 'translation']
-    return bleus
+def training_parts(train_log):
+    """One {'from_update', 'to_update', 'seconds'} per Marian process of its
+    log (a resumed training appends to it): from the process's first line to
+    its last (Marian's time stamps, to the second)."""
+    from datetime import datetime
+    parts, last_update = [], 0
+    for line in train_log:
+        stamp = TIME_STAMP.match(line)
+        if not stamp:
+            continue
+        when = datetime.strptime(stamp.group(1), '%Y-%m-%d %H:%M:%S').timestamp()
+        if PROCESS_START in line or not parts:
+            parts.append({'from_update': last_update, 'to_update': last_update,
+                          'first': when, 'last': when})
+        update = UPDATE_LINE.search(line) or VALID_LINE.search(line)
+        if update:
+            last_update = max(last_update, int(update.group(1)))
+        parts[-1].update(to_update=last_update, last=when)
+    return [{'from_update': p['from_update'], 'to_update': p['to_update'],
+             'seconds': p['last'] - p['first']} for p in parts]
+
+
+def words_per_second(train_log):
+    """Marian's training speed over its whole log: the target words of its
+    progress lines over their time (validations and saving left out)."""
+    spans = [(float(m.group(2)), float(m.group(3)))
+             for m in map(UPDATE_LINE.search, train_log) if m]
+    seconds = sum(t for t, _ in spans)
+    return round(sum(t * rate for t, rate in spans) / seconds, 1) if seconds else None
 
 
 def training_summary(model_dir):
-    """(updates, best validation BLEU, best validation cross-entropy, stop
-    reason) from Marian's logs."""
+    """What Marian's logs say of its training: updates, best validation BLEU
+    and cross-entropy, why it stopped, its parts, its speed."""
     train_log = read_lines(os.path.join(model_dir, 'train.log'), allow_empty=True)
-    updates = max([int(m.group(1)) for m in map(UPDATE_LINE.search, train_log) if m] or [0])
     valid = read_lines(os.path.join(model_dir, 'valid.log'), allow_empty=True)
     found = [m for m in map(VALID_LINE.search, valid) if m]
     bleus = [float(m.group(3)) for m in found if m.group(2) == 'translation']
     costs = [float(m.group(3)) for m in found if m.group(2) == 'cross-entropy']
-    updates = max([updates] + [int(m.group(1)) for m in found])
-    stalled = any('Training finished' in line for line in train_log) and any(
-        'stalled %d times' % PATIENCE in line for line in valid)
-    return (updates, max(bleus) if bleus else None, min(costs) if costs else None,
-            'early_stop' if stalled else 'max_epochs')
+    parts = training_parts(train_log)
+    stalled = any('stalled %d times' % PATIENCE in line for line in valid)
+    return {'updates': parts[-1]['to_update'] if parts else 0,
+            'stop_reason': 'early_stop' if stalled else 'after',
+            'best_valid_bleu': max(bleus) if bleus else None,
+            'best_valid_cost': min(costs) if costs else None,
+            'training_parts': parts,
+            'train_wall_seconds': round(sum(p['seconds'] for p in parts), 1),
+            'words_per_second': words_per_second(train_log)}
 
 
 def marian_version(exe):
     done = subprocess.run([exe, '--version'], capture_output=True, text=True)
     return (done.stdout + done.stderr).strip().splitlines()[0] if done.returncode == 0 else None
+
+
+def scoring_beam(args):
+    return TINY_TEST_BEAM if args.tiny else m30k.TEST_BEAM
+
+
+def resumed_from(model_dir):
+    """The update of Marian's checkpoint in ``model_dir`` that a training
+    there continues from (None: it starts anew)."""
+    progress = os.path.join(model_dir, 'model.npz.progress.yml')
+    if not os.path.exists(progress):
+        return None
+    found = [re.match(r'batches: (\d+)$', line) for line in read_lines(progress)]
+    return next((int(m.group(1)) for m in found if m), 0)
 
 
 def translate_and_score(args, data, vocabs):
@@ -153,7 +212,7 @@ def translate_and_score(args, data, vocabs):
         raise InputError('%s: no best-BLEU model (did Marian validate?)' % model)
     tests = {}
     for test_set in m30k.TEST_SETS:
-        decoded = decode_speed(model, vocabs, data.test_src[test_set], m30k.TEST_BEAM,
+        decoded = decode_speed(model, vocabs, data.test_src[test_set], scoring_beam(args),
                                mini_batch=64, threads=args.threads)
         m30k.write_lines(os.path.join(args.model_dir, test_set + '.hyp.bpe'),
                          decoded['outputs'])
@@ -169,30 +228,32 @@ def train_and_score(args):
     data.check()
     # a dry run installs nothing: Marian's command where it would be
     exe = marian_command() if not args.dry_run else os.path.join(ENV_DIR, 'bin', 'pymarian')
+    if not args.dry_run and os.path.exists(os.path.join(args.model_dir, 'result.json')):
+        print('%s: already trained and scored (its result.json); nothing to do'
+              % args.model_dir)
+        return
     os.makedirs(args.model_dir, exist_ok=True)
     vocabs = vocabularies(data, args.model_dir)
     cmd = train_command(args, data, exe, vocabs, validation_script(args, data))
     if args.dry_run:
         print(_q(cmd))
         return
-    if os.path.exists(os.path.join(args.model_dir, 'result.json')):
-        print('%s: already trained and scored (its result.json); nothing to do'
-              % args.model_dir)
-        return
     write_text(os.path.join(args.model_dir, 'command.txt'), _q(cmd) + '\n')
-    started = time.time()
+    checkpoint = resumed_from(args.model_dir)
+    if checkpoint is not None:
+        print('%s: resuming from Marian\'s checkpoint at update %d'
+              % (args.model_dir, checkpoint), file=sys.stderr)
     run(cmd)
-    trained = time.time()
+    started = time.time()
     tests = translate_and_score(args, data, vocabs)
-    updates, best_bleu, best_cost, reason = training_summary(args.model_dir)
-    result = {'system': 'marian', 'decoder': 'marian-amun', 'seed': args.seed,
-              'dropout_rnn': args.dropout, 'command': _q(cmd), 'version': marian_version(exe),
-              'threads': args.threads, 'updates': updates, 'stop_reason': reason,
-              'train_wall_seconds': round(trained - started, 1),
-              'total_wall_seconds': round(time.time() - started, 1),
-              'best_valid_bleu': best_bleu, 'best_valid_cost': best_cost,
-              'selected_model': 'model.npz.best-translation.npz',
-              'test_beam': m30k.TEST_BEAM, 'test': tests}
+    trained = training_summary(args.model_dir)
+    result = dict({'system': 'marian', 'decoder': 'marian-amun', 'seed': args.seed,
+                   'dropout_rnn': args.dropout, 'command': _q(cmd),
+                   'version': marian_version(exe), 'threads': args.threads}, **trained)
+    result.update(total_wall_seconds=round(trained['train_wall_seconds'] +
+                                           time.time() - started, 1),
+                  selected_model='model.npz.best-translation.npz',
+                  test_beam=scoring_beam(args), test=tests)
     write_json(os.path.join(args.model_dir, 'result.json'), result, indent=2)
     print('result: %s' % os.path.join(args.model_dir, 'result.json'))
 
@@ -210,6 +271,8 @@ def parse_args(argv):
     t.add_argument('--seed', type=int, default=1, help="Marian's --seed (default 1)")
     t.add_argument('--threads', type=cli.positive_int, default=2,
                    help='CPU threads; above 1 they split each batch (--sync-sgd) (default 2)')
+    t.add_argument('--tiny', action='store_true',
+                   help='a tiny model for a few updates (tests)')
     t.add_argument('--dry-run', action='store_true', help='print Marian\'s command and exit')
     v = sub.add_parser('valid-bleu', help='(Marian runs it) the BLEU of a validation '
                        'translation')

@@ -31,6 +31,7 @@ from machinery import cli
 from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError
 from machinery.training_log import read_training_log
+from pipeline import marian_multi30k as anchor
 from pipeline import train_multi30k as m30k
 from pipeline.train_pair import ROOT, _q, run
 
@@ -122,10 +123,13 @@ def marian_steps(args):
         folder = os.path.join(args.runs, 'marian-dropout%g-seed1' % dropout)
         command = [sys.executable, script('pipeline/marian_multi30k.py'), 'train',
                    args.data_dir, folder, '--dropout', str(dropout), '--threads',
-                   str(args.workers)]
-        done = os.path.exists(os.path.join(folder, 'result.json'))
-        steps.append(Step('marian', 'Marian amun, dropout %g' % dropout, folder,
-                          'done' if done else 'to do', command, dropout=dropout))
+                   str(args.workers)] + (['--tiny'] if args.tiny else [])
+        if os.path.exists(os.path.join(folder, 'result.json')):
+            state = 'done'
+        else:
+            state = 'to do' if anchor.resumed_from(folder) is None else 'resume'
+        steps.append(Step('marian', 'Marian amun, dropout %g' % dropout, folder, state,
+                          command, dropout=dropout))
     return steps
 
 

@@ -261,6 +261,11 @@ def gathered_study(tmp_path):
         'version': 'v1.12', 'updates': 9000, 'stop_reason': 'early_stop',
         'best_valid_bleu': 33., 'train_wall_seconds': 600., 'command': 'pymarian',
         'test': {s: {'bleu_tok_lc': 33.} for s in TEST_SETS}}))
+    (marian / 'train.log').write_text(
+        '[2026-12-06 10:00:00] [config] model: /scratch/me/runs/multi30k/%s/model.npz\n'
+        % marian.name)
+    (marian / 'valid.log').write_text('[2026-12-06 10:00:09] [valid] Ep. 9 : Up. 9000 : '
+                                      'translation : 33 : new best\n')
     (runs / 'mean-seed1').mkdir()        # still training: no result.json
     page, readme = tmp_path / 'page.md', tmp_path / 'README.md'
     page.write_text(PAGE)
@@ -293,7 +298,14 @@ def test_results_gathered(tmp_path):
     assert [e['seeds'] for e in results['ensembles']] == [[1, 2]]
     # the ensemble against its seeds' mean (35, 36 on test2016)
     assert results['ensembles'][0]['gain_over_seeds'] == pytest.approx(1.5)
-    assert [a['name'] for a in results['anchors']] == ['marian-dropout0.2-seed1']
+    [anchor] = results['anchors']
+    assert anchor['name'] == 'marian-dropout0.2-seed1'
+    # Marian's own logs, kept with their paths relative
+    assert anchor['logs'] == ['logs/marian-dropout0.2-seed1.train.log',
+                              'logs/marian-dropout0.2-seed1.valid.log']
+    assert (out / anchor['logs'][0]).read_text() == (
+        '[2026-12-06 10:00:00] [config] model: runs/multi30k/%s/model.npz\n' % anchor['name'])
+    assert 'Up. 9000' in (out / anchor['logs'][1]).read_text()
     assert (out / 'logs' / 'attentive-seed2.log.jsonl').exists()
     assert (out / 'validation.png').stat().st_size > 0
     assert (out / 'by_length.png').stat().st_size > 0
