@@ -54,6 +54,7 @@ from machinery.vocab import load_dictionary
 from machinery.text_io import InputError, read_lines
 from pipeline import train_multi30k as m30k
 from pipeline.train_pair import _q, run
+from speed.marian import progress_lines, time_weighted_rate
 
 VALID_EVERY = m30k.VALID_EVERY
 PATIENCE = m30k.BLEU_PATIENCE
@@ -74,11 +75,8 @@ MARIAN_SETTINGS = [
 TINY_SETTINGS = {'--dim-emb': '8', '--dim-rnn': '12', '--mini-batch': '2',
                  '--valid-freq': '4u', '--save-freq': '4u', '--after': '12u',
                  '--disp-freq': '2u'}
-TINY_TEST_BEAM = 2
 # "[valid] Ep. 3 : Up. 2000 : translation : 30.12 : new best"
 VALID_LINE = re.compile(r'Up\. (\d+) : (translation|cross-entropy) : ([-\d.]+)')
-# "[2026-12-06 21:41:12] Ep. 1 : Up. 100 : Sen. 3,200 : Cost 95.5 : Time 11.2s : 886.70 words/s"
-UPDATE_LINE = re.compile(r'Up\. (\d+) : Sen\..*: Time ([\d.]+)s : ([\d.]+) words/s')
 TIME_STAMP = re.compile(r'^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]')
 PROCESS_START = '[marian] Marian v'
 
@@ -134,6 +132,15 @@ def valid_bleu(ref, hyp_bpe):
     return bleu.corpus_bleu_tokenized(hyps, read_lines(ref), lowercase=True)['bleu']
 
 
+def update_of(line):
+    """The update a progress or validation line of Marian's names (0: none)."""
+    progress = progress_lines([line])
+    if progress:
+        return progress[0][0]
+    valid = VALID_LINE.search(line)
+    return int(valid.group(1)) if valid else 0
+
+
 def training_parts(train_log):
     """One {'from_update', 'to_update', 'seconds'} per Marian process of its
     log (a resumed training appends to it): from the process's first line to
@@ -148,9 +155,7 @@ def training_parts(train_log):
         if PROCESS_START in line or not parts:
             parts.append({'from_update': last_update, 'to_update': last_update,
                           'first': when, 'last': when})
-        update = UPDATE_LINE.search(line) or VALID_LINE.search(line)
-        if update:
-            last_update = max(last_update, int(update.group(1)))
+        last_update = max(last_update, update_of(line))
         parts[-1].update(to_update=last_update, last=when)
     return [{'from_update': p['from_update'], 'to_update': p['to_update'],
              'seconds': p['last'] - p['first']} for p in parts]
@@ -159,10 +164,8 @@ def training_parts(train_log):
 def words_per_second(train_log):
     """Marian's training speed over its whole log: the target words of its
     progress lines over their time (validations and saving left out)."""
-    spans = [(float(m.group(2)), float(m.group(3)))
-             for m in map(UPDATE_LINE.search, train_log) if m]
-    seconds = sum(t for t, _ in spans)
-    return round(sum(t * rate for t, rate in spans) / seconds, 1) if seconds else None
+    rate = time_weighted_rate([(sec, wps) for _, sec, wps in progress_lines(train_log)])
+    return round(rate, 1) if rate is not None else None
 
 
 def training_summary(model_dir):
@@ -190,7 +193,7 @@ def marian_version(exe):
 
 
 def scoring_beam(args):
-    return TINY_TEST_BEAM if args.tiny else m30k.TEST_BEAM
+    return m30k.TINY_TEST_BEAM if args.tiny else m30k.TEST_BEAM
 
 
 def resumed_from(model_dir):

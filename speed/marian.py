@@ -175,15 +175,26 @@ def high_water_mb(pid):
     return None
 
 
+def progress_lines(lines):
+    """(update, seconds, words/s) of each of Marian's progress lines."""
+    return [(int(m.group(1).replace(',', '')), float(m.group(2)), float(m.group(3)))
+            for m in map(RATE.search, lines) if m]
+
+
+def time_weighted_rate(timed):
+    """words/s over [(seconds, words/s)] of progress intervals: their words
+    over their time (None without time)."""
+    seconds = sum(sec for sec, _ in timed)
+    return sum(sec * wps for sec, wps in timed) / seconds if seconds else None
+
+
 def _figures(lines, warmup, first_line, wall):
     """words/s weighted by the time of each progress interval after warmup."""
-    rows = [(int(m.group(1).replace(',', '')), float(m.group(2)), float(m.group(3)))
-            for m in map(RATE.search, lines) if m]
+    rows = progress_lines(lines)
     timed = [(sec, wps) for up, sec, wps in rows if up > warmup]
     if not timed:
         raise MarianUnavailable('no progress line of Marian after update %d' % warmup)
-    seconds = sum(sec for sec, _ in timed)
-    return {'words_per_sec': round(sum(sec * wps for sec, wps in timed) / seconds, 2),
+    return {'words_per_sec': round(time_weighted_rate(timed), 2),
             'updates_timed': rows[-1][0] - warmup,
             'startup_sec': round(first_line, 2) if first_line is not None else None,
             'wall_sec': round(wall, 2)}
