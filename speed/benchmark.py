@@ -399,23 +399,28 @@ class StyleTimer(object):
     def __init__(self, compiled):
         self.compiled = compiled
         self.wall, self.cpu, self.words, self.costs, self.per_update = 0., 0., 0, [], []
-        self.system = self.main_thread = 0.
+        self.system = self.ticked = self.main_thread = 0.
         self.first_update_after = None
 
     def update(self, batch, timed=True):
-        t, c, k, m = time.time(), time.process_time(), os.times().system, time.thread_time()
+        t, c, m = time.time(), time.process_time(), time.thread_time()
+        ticks = os.times()
         self.costs.append(run_update(self.compiled, batch))
         # the Python thread's own CPU time: Theano's loop, the launches (on
         # pocl the kernels run on its other threads)
         main = time.thread_time() - m
         wall, cpu = time.time() - t, time.process_time() - c
+        after = os.times()
         if self.first_update_after is None:
             self.first_update_after = seconds_since_start()
         if timed:
             self.wall += wall
             self.cpu += cpu
             self.main_thread += main
-            self.system += os.times().system - k
+            # user and system time both from os.times: the same clock ticks, so
+            # the share stays within [0, 1] however short the update
+            self.system += after.system - ticks.system
+            self.ticked += (after.user - ticks.user) + (after.system - ticks.system)
             self.words += int(batch[3].sum())
             self.per_update.append(wall)
         return wall, cpu
@@ -438,7 +443,7 @@ class StyleTimer(object):
             ('main_thread_cpu_sec_per_update', round(self.main_thread / n, 4)),
             # of that CPU time, the kernel's (threads that wait by spinning
             # and yielding show here; clock ticks, so over many updates)
-            ('system_share', round(self.system / self.cpu, 3)),
+            ('system_share', round(self.system / self.ticked, 3) if self.ticked else 0.),
             ('compile_sec', round(self.compiled['compile_sec'], 2)),
             # from the process's start to the end of its first update
             ('first_update_after_sec', self.first_update_after and
