@@ -22,7 +22,10 @@ nothing written):
   against the baseline on each test set: Welch's difference over the seeds
   with its 95% interval, the paired bootstrap over the test sentences with
   the seeds pooled, both with Holm's correction, and what the interval says
-  of the papers' gains), ``by_length`` and ``settings``;
+  of the papers' gains), each ensemble's ``gain_over_seeds`` and
+  ``against_baseline`` (a residual decoder's ensemble against the baseline's
+  of the same seeds: the paired bootstrap over the test sentences, Holm's
+  correction over those comparisons), ``by_length`` and ``settings``;
 * ``OUT/logs/NAME.log.jsonl`` and ``OUT/translations/NAME/TEST.hyp.tok``:
   each step's training log (absolute paths made relative) and test
   translations; an anchor's Marian logs as ``OUT/logs/NAME.train.log`` and
@@ -434,14 +437,43 @@ def comparisons(steps, decoders, sentence_stats, n_samples):
     return out
 
 
-def ensemble_figures(ensembles, runs):
+def ensemble_figures(steps, ensembles, runs, sentence_stats, n_samples):
+    """Each ensemble's gain over its seeds' mean, and each residual decoder's
+    ensemble against the baseline's ensemble of the same seeds."""
+    against = ensemble_comparisons([s for s in steps if s.kind == 'ensembles'],
+                                   sentence_stats, n_samples)
     out = []
     for e in ensembles:
         seeds = [r['test'][TEST_SETS[0]]['bleu_tok_lc'] for r in runs
                  if r['decoder'] == e['decoder'] and r['seed'] in e['seeds']]
         gain = (e['test'][TEST_SETS[0]]['bleu_tok_lc'] - statistics.mean(seeds)
                 if len(seeds) == len(e['seeds']) else None)
-        out.append(dict(e, gain_over_seeds=gain))
+        out.append(dict(e, gain_over_seeds=gain, against_baseline=against.get(e['name'])))
+    return out
+
+
+def ensemble_comparisons(ensembles, sentence_stats, n_samples):
+    """{ensemble name: {test set: bootstrap}}: the paired bootstrap over the
+    test sentences of a residual decoder's ensemble against the baseline's
+    ensemble of the same seeds (one translation each, so the test set's
+    uncertainty only); Holm's correction over all of them."""
+    if n_samples <= 0:
+        return {}
+    baselines = {tuple(e.result['seeds']): e for e in ensembles
+                 if e.result['decoder'] == BASELINE and e.translations}
+    found = []
+    for e in ensembles:
+        base = baselines.get(tuple(e.result['seeds']))
+        if e.result['decoder'] == BASELINE or not (base and e.translations):
+            continue
+        for s in TEST_SETS:
+            boot = stats.pooled_bootstrap(sentence_stats.pool([base], s),
+                                          sentence_stats.pool([e], s), n_samples)
+            found.append((e.name, s, boot._asdict()))
+    adjusted = stats.holm([boot['p'] for _, _, boot in found])
+    out = {}
+    for (name, s, boot), p in zip(found, adjusted):
+        out.setdefault(name, {})[s] = dict(boot, p_holm=p)
     return out
 
 
@@ -499,7 +531,8 @@ def figures_of(steps, data_dir, n_samples):
     return {
         'settings': settings(n_samples),
         'runs': runs,
-        'ensembles': ensemble_figures(kept['ensembles'], runs),
+        'ensembles': ensemble_figures(steps, kept['ensembles'], runs, sentence_stats,
+                                      n_samples),
         'anchors': kept['anchors'],
         'earlier': kept['earlier'],
         'decoders': decoders,

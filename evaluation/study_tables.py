@@ -144,6 +144,22 @@ def ensembles_table(figures):
     return table(head, rows)
 
 
+def ensemble_comparisons_table(figures):
+    """Each residual ensemble against the baseline's: difference [95% CI]; p (Holm)."""
+    sets = test_sets(figures)
+    rows = []
+    for e in figures['ensembles']:
+        against = e.get('against_baseline')
+        if against:
+            rows.append(['%s - baseline (seeds %s)' % (name(e['decoder']),
+                                                      ', '.join(map(str, e['seeds'])))] + [
+                '%s; %s (%s)' % (difference(against[s]), p_text(against[s]['p']),
+                                 p_text(against[s]['p_holm'])) if s in against else '–'
+                for s in sets])
+    return table(['ensemble - baseline ensemble'] + [short_names(figures)[s] for s in sets],
+                 rows) if rows else []
+
+
 def anchors_table(figures):
     sets = test_sets(figures)
     head = ['system', 'updates (stopped by)', 'best valid BLEU'] + [
@@ -191,6 +207,15 @@ def page_block(figures):
     if figures['ensembles']:
         lines += ['', '**Ensembles** of each decoder\'s seeds (translate.py --ensemble, '
                   'beam %d):' % s['test_beam'], ''] + ensembles_table(figures)
+        against = ensemble_comparisons_table(figures)
+        if against:
+            lines += ['', 'Each residual ensemble against the baseline\'s ensemble of the same '
+                      'seeds, over the sentences (the paired bootstrap, %d resamples; one '
+                      'translation each, so the test set\'s uncertainty only, not the '
+                      'seeds\'): difference [95%% CI]; p (Holm over the %d):'
+                      % (s['bootstrap_samples'],
+                         sum(len(e.get('against_baseline') or {}) for e in figures['ensembles'])),
+                      ''] + against
     if figures['anchors']:
         lines += ['', '**Marian** 1.12 `--type amun` on the same files and settings, '
                   'scored alike ([anchors](#anchors)):', ''] + anchors_table(figures)

@@ -249,13 +249,15 @@ def gathered_study(tmp_path):
         fake_run(runs, data, 'baseline', seed, WORSE, 30. + seed)
         fake_run(runs, data, 'attentive', seed, REFS, 34. + seed)
     ensemble, marian = runs / 'attentive-ensemble', runs / 'marian-dropout0.2-seed1'
-    for folder in (ensemble, marian):
+    base_ensemble = runs / 'baseline-ensemble'
+    for folder, lines in ((ensemble, REFS), (marian, REFS), (base_ensemble, WORSE)):
         folder.mkdir()
         for test_set in TEST_SETS:
-            (folder / (test_set + '.hyp.tok')).write_text('\n'.join(REFS) + '\n')
-    (ensemble / 'result.json').write_text(json.dumps({
-        'decoder': 'attentive', 'ensemble': True, 'seeds': [1, 2], 'command': 'x',
-        'test': {s: {'bleu_tok_lc': 37.} for s in TEST_SETS}}))
+            (folder / (test_set + '.hyp.tok')).write_text('\n'.join(lines) + '\n')
+    for folder, decoder, bleu in ((ensemble, 'attentive', 37.), (base_ensemble, 'baseline', 33.)):
+        (folder / 'result.json').write_text(json.dumps({
+            'decoder': decoder, 'ensemble': True, 'seeds': [1, 2], 'command': 'x',
+            'test': {s: {'bleu_tok_lc': bleu} for s in TEST_SETS}}))
     (marian / 'result.json').write_text(json.dumps({
         'system': 'marian', 'decoder': 'marian-amun', 'seed': 1, 'dropout_rnn': 0.2,
         'version': 'v1.12', 'updates': 9000, 'stop_reason': 'early_stop',
@@ -295,9 +297,19 @@ def test_results_gathered(tmp_path):
     assert results['runs'][3]['command'] == (
         '.venv/bin/python nmt.py --model runs/multi30k/attentive-seed2/model.npz '
         '--datasets data/multi30k/train.bpe.en data/multi30k/train.bpe.de')
-    assert [e['seeds'] for e in results['ensembles']] == [[1, 2]]
+    base_ensemble, ensemble = results['ensembles']
+    assert [(e['decoder'], e['seeds']) for e in results['ensembles']] == [
+        ('baseline', [1, 2]), ('attentive', [1, 2])]
     # the ensemble against its seeds' mean (35, 36 on test2016)
-    assert results['ensembles'][0]['gain_over_seeds'] == pytest.approx(1.5)
+    assert ensemble['gain_over_seeds'] == pytest.approx(1.5)
+    # against the baseline's ensemble over the sentences: the references
+    # (BLEU 100) against worse lines (no 4-gram right: 0), never behind in a
+    # resample; the same p on the 3 identical test sets, so Holm's is 3 p
+    assert base_ensemble['against_baseline'] is None
+    assert sorted(ensemble['against_baseline']) == sorted(TEST_SETS)
+    for boot in ensemble['against_baseline'].values():
+        assert boot['difference'] == pytest.approx(100.) and boot['low'] >= 0
+        assert boot['p_holm'] == pytest.approx(min(1., 3 * boot['p']))
     [anchor] = results['anchors']
     assert anchor['name'] == 'marian-dropout0.2-seed1'
     # Marian's own logs, kept with their paths relative
@@ -332,6 +344,8 @@ def test_results_gathered(tmp_path):
     rows = table_rows(text)
     assert rows['baseline'][1:4] == ['1, 2', '2 / 0', '31.50 ± 0.71']
     assert rows['ensemble'] and 'signature `nrefs:1|case:lc' in text
+    against = rows['attentive residual - baseline (seeds 1, 2)']
+    assert len(against) == 4 and all(c.startswith('+100.00 [') for c in against[1:])
     readme_rows = table_rows(readme.read_text())
     assert readme_rows['attentive residual (2 seeds)'][1] == '35.50 ± 0.71'
     assert readme_rows['attentive residual - baseline, 95% CI'][1].startswith('+4.00 [')
