@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 from machinery.text_io import InputError, one_line
 
@@ -48,7 +49,11 @@ def sigterm_interrupts():
     """Inside: SIGTERM raises ``Interrupted`` (``interrupted: SIGTERM``,
     status 143), as SIGINT raises KeyboardInterrupt, so that ``finally``
     clauses run (worker processes stopped, temporary files removed).
-    Outside, SIGTERM ends a command as the system does."""
+    Outside, SIGTERM ends a command as the system does.  Only the main
+    thread takes signals: in another one this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         yield
@@ -102,8 +107,13 @@ def run_command(cmd, what, quiet=False, error=CommandError, **popen_args):
         lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
     else:
         child = subprocess.Popen(cmd, stderr=subprocess.PIPE, **popen_args)
-        line, interrupted = forward_stderr(child.stderr)
-        proc = subprocess.CompletedProcess(cmd, child.wait())
+        try:
+            with sigterm_interrupts():
+                line, interrupted = forward_stderr(child.stderr)
+                proc = subprocess.CompletedProcess(cmd, child.wait())
+        except BaseException:
+            stop_child(child)
+            raise
         lines = ['error: ' + line] if line else []
     signum = proc.returncode - 128
     said = interrupted.split()[0] if interrupted else None
@@ -114,6 +124,29 @@ def run_command(cmd, what, quiet=False, error=CommandError, **popen_args):
     if proc.returncode != 0:
         raise error('%s failed: %s' % (what, child_error(lines, proc.returncode)))
     return proc
+
+
+# a child of an interrupted command: how long it may take to end by itself
+# (the signal went to its whole process group), then, told to stop, to
+# write its checkpoint
+CHILD_OWN_END_SECONDS = 5
+CHILD_STOP_SECONDS = 120
+
+
+def stop_child(child):
+    """A child whose parent is interrupted (SIGTERM, Ctrl-C) or fails is told
+    to stop too (SIGTERM: a training writes its checkpoint and ends), and
+    killed when it has not ended in CHILD_STOP_SECONDS: no step goes on
+    training unseen after the command that started it has ended."""
+    for stop, seconds in ((None, CHILD_OWN_END_SECONDS), (child.terminate, CHILD_STOP_SECONDS),
+                          (child.kill, None)):
+        if stop:
+            stop()
+        try:
+            child.wait(seconds)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def child_error(lines, status):

@@ -62,6 +62,25 @@ class ModelLock(object):
         return fd
 
 
+def holder(saveto):
+    """'process N' while a run holds the lock of ``saveto``, else None.  It
+    looks by trying a shared lock and letting it go at once (a run that
+    starts in that instant is refused as if another held it)."""
+    try:
+        fd = os.open(lock_path(saveto), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _holder(fd)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _same_file(fd, path):
     try:
         return os.stat(path).st_ino == os.fstat(fd).st_ino

@@ -50,6 +50,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 from machinery import cli
 from machinery.output_files import write_json, write_text
+from machinery.run_lock import ModelLock
 from machinery.vocab import load_dictionary
 from machinery.text_io import InputError, read_lines
 from pipeline import train_multi30k as m30k
@@ -236,6 +237,8 @@ def train_and_score(args):
               % args.model_dir)
         return
     os.makedirs(args.model_dir, exist_ok=True)
+    # one training of a folder at a time, as nmt.py's runs (machinery/run_lock.py)
+    lock = None if args.dry_run else ModelLock(os.path.join(args.model_dir, 'model.npz'))
     vocabs = vocabularies(data, args.model_dir)
     cmd = train_command(args, data, exe, vocabs, validation_script(args, data))
     if args.dry_run:
@@ -258,6 +261,7 @@ def train_and_score(args):
                   selected_model='model.npz.best-translation.npz',
                   test_beam=scoring_beam(args), test=tests)
     write_json(os.path.join(args.model_dir, 'result.json'), result, indent=2)
+    lock.release()
     print('result: %s' % os.path.join(args.model_dir, 'result.json'))
 
 

@@ -27,7 +27,7 @@ import tempfile
 if __name__ == '__main__':  # run as a file: import from the project root, not this folder
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from machinery import cli
+from machinery import cli, run_lock
 from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError
 from machinery.training_log import read_training_log
@@ -45,7 +45,8 @@ COMMITTED = os.path.join(ROOT, 'docs', 'multi30k', 'results.json')
 
 class Step(object):
     """One step of the study: its kind ('run', 'ensemble', 'marian'), name,
-    folder, state ('to do', 'resume', 'score', 'done') and command."""
+    folder, state ('to do', 'resume', 'score', 'done'; 'running': another
+    process trains it now) and command."""
 
     def __init__(self, kind, name, folder, state, command, **info):
         self.kind, self.name, self.folder, self.state = kind, name, folder, state
@@ -68,7 +69,17 @@ def run_steps(args):
             steps.append(Step('run', '%s seed %d' % (decoder, seed), folder,
                               states[m30k.run_state(folder)], command, decoder=decoder,
                               seed=seed))
-    return steps
+    return [running_elsewhere(step) for step in steps]
+
+
+def running_elsewhere(step):
+    """The step, its state 'running' while another process trains its folder
+    (it holds the folder's model lock, machinery/run_lock.py)."""
+    if step.state != 'done':
+        step.info['holder'] = run_lock.holder(os.path.join(step.folder, 'model.npz'))
+        if step.info['holder']:
+            step.state = 'running'
+    return step
 
 
 def ensemble_steps(args, runs):
@@ -128,8 +139,8 @@ def marian_steps(args):
             state = 'done'
         else:
             state = 'to do' if anchor.resumed_from(folder) is None else 'resume'
-        steps.append(Step('marian', 'Marian amun, dropout %g' % dropout, folder, state,
-                          command, dropout=dropout))
+        steps.append(running_elsewhere(Step('marian', 'Marian amun, dropout %g' % dropout,
+                                            folder, state, command, dropout=dropout)))
     return steps
 
 
@@ -272,7 +283,7 @@ def estimate(args, steps):
         if step.state == 'done':
             continue
         if step.kind == 'run':
-            total += per_run if step.state == 'to do' else per_run / 2
+            total += per_run if step.state == 'to do' else per_run / 2   # resume, running
         elif step.kind == 'ensemble':
             total += test_seconds * len(step.info['seeds']) * 2
         else:
@@ -289,14 +300,27 @@ def dry_run(args):
     steps = plan(args)
     for step in steps:
         print('%-36s %-6s %s' % (step.name, step.state, step.folder))
-        if step.state != 'done':
+        if step.state == 'running':
+            print('    trained now by %s' % step.info['holder'])
+        elif step.state != 'done':
             print('    ' + _q(step.command))
     print('then: ' + _q(gather_command(args)))
     if args.estimate:
         estimate(args, steps)
 
 
+def refuse_steps_running_elsewhere(steps):
+    """One study at a time: a step that another process trains stops this one
+    before it starts anything."""
+    for step in steps:
+        if step.state == 'running':
+            raise InputError('%s: trained now by %s (another study, or the step run by '
+                             'hand); wait for it, or stop it (kill -TERM) and run the study '
+                             'again' % (step.folder, step.info['holder']))
+
+
 def execute(args):
+    refuse_steps_running_elsewhere(plan(args))
     runs = run_steps(args)
     for step in runs:
         if step.state != 'done':

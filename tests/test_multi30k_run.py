@@ -4,6 +4,7 @@ with the batched search, the best-BLEU model kept), translation of the three
 test sets and their scores in result.json."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -595,6 +596,35 @@ def test_the_study_in_one_command(prepared, tmp_path):
     proc = study(prepared, *common, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'study:' not in proc.stderr and page.read_text() == text
+
+
+def test_the_study_refuses_a_step_another_process_trains(tmp_path):
+    """A run folder whose model lock another process holds (a second study,
+    or the step started by hand) shows as 'running' in the plan, and the
+    study stops in one line before it starts anything; the lock let go,
+    the plan says 'resume'."""
+    from machinery.run_lock import ModelLock
+    runs = tmp_path / 'runs'
+    (runs / 'attentive-seed1').mkdir(parents=True)
+    (runs / 'attentive-seed1' / 'model.npz.log.jsonl').write_text(json.dumps(
+        {'event': 'start', 'uidx': 0, 'epoch': 0, 'time': 0.}) + '\n')
+    lock = ModelLock(str(runs / 'attentive-seed1' / 'model.npz'))
+    common = ['--decoders', 'baseline,attentive', '--seeds', '1', '--runs', runs,
+              '--out', tmp_path / 'out', '--page', '', '--no-ensembles', '--no-marian']
+    proc = study(tmp_path / 'data', '--dry-run', '--no-estimate', *common, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith('baseline seed 1') and ' to do ' in lines[0]
+    at = next(i for i, line in enumerate(lines) if line.startswith('attentive seed 1'))
+    assert lines[at].split()[3] == 'running'
+    assert lines[at + 1].strip() == 'trained now by process %d' % os.getpid()
+    proc = study(tmp_path / 'data', *common, cwd=tmp_path)
+    error_line(proc, 'attentive-seed1: trained now by process %d' % os.getpid(),
+               'kill -TERM')
+    assert not (runs / 'baseline-seed1').exists()       # nothing started
+    lock.release()
+    proc = study(tmp_path / 'data', '--dry-run', '--no-estimate', *common, cwd=tmp_path)
+    assert re.search(r'^attentive seed 1 +resume ', proc.stdout, re.M)
 
 
 def between(path, markers):

@@ -1,12 +1,14 @@
 """The project's one reader of text files, its one word<->id mapping, the
 training state's stopping rules, and the progress line."""
 import gzip
+import os
 import io
 import sys
 
 import numpy as np
 import pytest
 
+from helpers import ROOT
 from machinery import text_io
 from machinery import vocab
 from machinery.progress import ProgressLine, format_duration
@@ -178,3 +180,32 @@ def test_a_child_command_that_fails_or_is_interrupted():
     with pytest.raises(cli.CommandError, match='^step failed: disk full$') as raised:
         cli.run_command(both, 'step')
     assert not isinstance(raised.value, cli.Interrupted)
+
+
+def test_a_command_stopped_stops_its_child(tmp_path):
+    """cli.run_command in a command that gets SIGTERM (kill PID, the child in
+    another process group): the child is told to stop too and ends, not left
+    running on its own; the command ends as interrupted (status 143)."""
+    import signal
+    import subprocess
+    import time
+    pid_file = tmp_path / 'child.pid'
+    child = ('import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); '
+             'time.sleep(120)')
+    parent = ('import sys; from machinery import cli; sys.exit(cli.run(lambda: '
+              'cli.run_command([sys.executable, "-c", %r, %r], "step", '
+              'start_new_session=True)))' % (child, str(pid_file)))
+    proc = subprocess.Popen([sys.executable, '-c', parent], cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    for _ in range(600):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    child_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip() == 'interrupted: SIGTERM'
+    # the child ended (its parent reaped it): no such process any more
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)
