@@ -167,10 +167,6 @@ def plan(args):
 # Marian 1.12's words/s on the CPUs measured (docs/speed.md); Marian's own
 # early stopping may end it at another number of updates
 MARIAN_RUN_FACTOR = 4.
-# a run's own speed on this machine: this quantile of its updates a second
-# (the log's rate over each 100 updates), so that hours in which other work
-# shared the machine do not count
-FAST_QUANTILE = 0.9
 
 
 def finished_here(runs_dir, cpu):
@@ -195,13 +191,6 @@ def update_rates(events):
     since the one before; the first ones a run logged held their average)."""
     return [e.get('recent_updates_per_second', e.get('updates_per_second'))
             for e in events if e['event'] == 'update']
-
-
-def fast_rate(rates):
-    """The FAST_QUANTILE quantile of ``rates``: a run's speed when it had the
-    machine to itself."""
-    ordered = sorted(rates)
-    return ordered[min(len(ordered) - 1, int(FAST_QUANTILE * len(ordered)))]
 
 
 def committed_costs():
@@ -257,11 +246,11 @@ def seconds_per_run(args):
     from theano_platform.machine import cpu_model
     ups_there, valid_share, test_seconds = committed_costs()
     here = [update_rates(events) for events in finished_here(args.runs, cpu_model())]
-    here = [fast_rate(rates) for rates in here if rates]
+    here = [m30k.fast_rate(rates) for rates in here if rates]
     if here:
         ups = statistics.median(here)
         how = ('%.2f updates/s, the median of %d runs finished here at their fastest '
-               '(the %dth percentile of their rates)' % (ups, len(here), 100 * FAST_QUANTILE))
+               '(the %dth percentile of their rates)' % (ups, len(here), 100 * m30k.FAST_QUANTILE))
     else:
         ups = calibrate(args)
         how = '%.2f updates/s timed here' % ups
