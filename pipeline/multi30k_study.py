@@ -29,7 +29,7 @@ if __name__ == '__main__':  # run as a file: import from the project root, not t
 
 from machinery import cli, run_lock
 from machinery.pickle_and_json import load_json
-from machinery.text_io import InputError
+from machinery.text_io import InputError, read_lines
 from machinery.training_log import read_training_log
 from pipeline import marian_multi30k as anchor
 from pipeline import train_multi30k as m30k
@@ -260,27 +260,59 @@ def seconds_per_run(args):
         'translation scaled alike' % (how, ups_there)
 
 
+def marian_factor(args):
+    """(a Marian run's time against one of ours here, how it was found): our
+    runs' target words a second here at their fastest against those of the
+    anchors in the runs folder (their train.log), or MARIAN_RUN_FACTOR before
+    an anchor has trained."""
+    from theano_platform.machine import cpu_model
+    ours = [[e['recent_words_per_second'] for e in events if 'recent_words_per_second' in e]
+            for events in finished_here(args.runs, cpu_model())]
+    ours = [m30k.fast_rate(rates) for rates in ours if rates]
+    logs = [os.path.join(step.folder, 'train.log') for step in marian_steps(args)]
+    marian = [anchor.words_per_second(read_lines(log, allow_empty=True))[1]
+              for log in logs if os.path.exists(log)]
+    marian = [rate for rate in marian if rate]
+    if not (ours and marian):
+        return MARIAN_RUN_FACTOR, 'about %g times one of ours, from the words/s of ' \
+            'docs/speed.md' % MARIAN_RUN_FACTOR
+    words, marian_words = statistics.median(ours), statistics.median(marian)
+    return words / marian_words, '%.1f times one of ours: %.0f target words/s at its ' \
+        'fastest here against our %.0f' % (words / marian_words, marian_words, words)
+
+
+def left_of(step):
+    """The share of a step's training still to do: all of it, half of an
+    interrupted run of ours, an anchor's updates after its checkpoint."""
+    if step.state == 'to do':
+        return 1.
+    if step.kind == 'marian':
+        done = anchor.resumed_from(step.folder) or 0
+        return max(0., 1. - done / float(m30k.UPDATE_BUDGET))
+    return .5
+
+
 def hours(seconds):
     return '%.1f h' % (seconds / 3600.)
 
 
 def estimate(args, steps):
     per_run, how = seconds_per_run(args)
+    factor, marian_how = marian_factor(args)
     test_seconds = committed_costs()[2]
     total = 0.
     for step in steps:
         if step.state == 'done':
             continue
         if step.kind == 'run':
-            total += per_run if step.state == 'to do' else per_run / 2   # resume, running
+            total += per_run * left_of(step)
         elif step.kind == 'ensemble':
             total += test_seconds * len(step.info['seeds']) * 2
         else:
-            total += per_run * MARIAN_RUN_FACTOR
+            total += per_run * factor * left_of(step)
     print('estimated time of what is left on this machine, otherwise idle: %s (a run: %s, '
           'from %s; an ensemble of k seeds: about k times a run\'s test translation; a '
-          'Marian run: about %g times one of ours, from the words/s of docs/speed.md)'
-          % (hours(total), hours(per_run), how, MARIAN_RUN_FACTOR))
+          'Marian run: %s)' % (hours(total), hours(per_run), how, marian_how))
 
 
 # --------------------------------------------------------------------------

@@ -665,6 +665,37 @@ def test_startup_times_runs_to_their_first_update(prepared, tmp_path):
     error_line(missing, 'train.bpe.en: no such file', 'pipeline/multi30k.py prepare first')
 
 
+def test_the_estimate_scales_marian_by_an_anchor_trained_here(tmp_path):
+    """Before an anchor has trained here a Marian run is MARIAN_RUN_FACTOR of
+    ours; after, ours over its target words/s at their fastest; an anchor
+    resumed at update 11,000 has half its budget left."""
+    import argparse
+    from pipeline import multi30k_study as study
+    from pipeline import train_multi30k as m30k
+    from theano_platform.machine import cpu_model
+    runs = tmp_path / 'runs'
+    run = runs / 'baseline-seed1'
+    run.mkdir(parents=True)
+    (run / 'result.json').write_text('{}')
+    events = [{'event': 'start', 'uidx': 0, 'epoch': 0, 'time': 0.,
+               'machine': {'cpu': cpu_model()}}] + [
+        {'event': 'update', 'uidx': 100 * (i + 1), 'epoch': 0, 'time': 0.,
+         'recent_words_per_second': w} for i, w in enumerate([1000.] * 5 + [4000.] * 5)]
+    (run / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
+    args = argparse.Namespace(runs=str(runs), data_dir='data', workers=2, tiny=False)
+    assert study.marian_factor(args)[0] == study.MARIAN_RUN_FACTOR
+    anchor = runs / 'marian-dropout0.2-seed1'
+    anchor.mkdir()
+    (anchor / 'train.log').write_text(''.join(
+        '[2026-12-07 10:00:00] Ep. 1 : Up. %d : Sen. 3,200 : Cost 5.1 : Time 30.00s : '
+        '%.2f words/s : gNorm 0.4\n' % (100 * (i + 1), 1000.) for i in range(5)))
+    factor, how = study.marian_factor(args)
+    assert factor == 4. and how.startswith('4.0 times one of ours: 1000 target words/s')
+    (anchor / 'model.npz.progress.yml').write_text('epochs: 9\nbatches: 11000\n')
+    [step] = [s for s in study.marian_steps(args) if s.folder == str(anchor)]
+    assert step.state == 'resume' and study.left_of(step) == .5
+
+
 def test_the_estimate_takes_a_run_at_its_fastest():
     """The study's estimate: a run's speed on this machine is the 90th
     percentile of its logged rates, so that hours shared with other work
