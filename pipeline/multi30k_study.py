@@ -260,16 +260,16 @@ def seconds_per_run(args):
         'translation scaled alike' % (how, ups_there)
 
 
-def marian_factor(args):
+def marian_factor(args, steps):
     """(a Marian run's time against one of ours here, how it was found): our
     runs' target words a second here at their fastest against those of the
-    anchors in the runs folder (their train.log), or MARIAN_RUN_FACTOR before
+    plan's anchors (their train.log), or MARIAN_RUN_FACTOR before
     an anchor has trained."""
     from theano_platform.machine import cpu_model
     ours = [[e['recent_words_per_second'] for e in events if 'recent_words_per_second' in e]
             for events in finished_here(args.runs, cpu_model())]
     ours = [m30k.fast_rate(rates) for rates in ours if rates]
-    logs = [os.path.join(step.folder, 'train.log') for step in marian_steps(args)]
+    logs = [os.path.join(step.folder, 'train.log') for step in steps if step.kind == 'marian']
     marian = [anchor.words_per_second(read_lines(log, allow_empty=True))[1]
               for log in logs if os.path.exists(log)]
     marian = [rate for rate in marian if rate]
@@ -298,7 +298,7 @@ def hours(seconds):
 
 def estimate(args, steps):
     per_run, how = seconds_per_run(args)
-    factor, marian_how = marian_factor(args)
+    factor, marian_how = marian_factor(args, steps)
     test_seconds = committed_costs()[2]
     total = 0.
     for step in steps:

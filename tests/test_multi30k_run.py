@@ -683,13 +683,13 @@ def test_the_estimate_scales_marian_by_an_anchor_trained_here(tmp_path):
          'recent_words_per_second': w} for i, w in enumerate([1000.] * 5 + [4000.] * 5)]
     (run / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
     args = argparse.Namespace(runs=str(runs), data_dir='data', workers=2, tiny=False)
-    assert study.marian_factor(args)[0] == study.MARIAN_RUN_FACTOR
+    assert study.marian_factor(args, study.marian_steps(args))[0] == study.MARIAN_RUN_FACTOR
     anchor = runs / 'marian-dropout0.2-seed1'
     anchor.mkdir()
     (anchor / 'train.log').write_text(''.join(
         '[2026-12-07 10:00:00] Ep. 1 : Up. %d : Sen. 3,200 : Cost 5.1 : Time 30.00s : '
         '%.2f words/s : gNorm 0.4\n' % (100 * (i + 1), 1000.) for i in range(5)))
-    factor, how = study.marian_factor(args)
+    factor, how = study.marian_factor(args, study.marian_steps(args))
     assert factor == 4. and how.startswith('4.0 times one of ours: 1000 target words/s')
     (anchor / 'model.npz.progress.yml').write_text('epochs: 9\nbatches: 11000\n')
     [step] = [s for s in study.marian_steps(args) if s.folder == str(anchor)]
