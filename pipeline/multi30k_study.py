@@ -6,7 +6,8 @@ page (evaluation/multi30k_results.py).
 
     .venv/bin/python pipeline/multi30k_study.py DATA_DIR [--dry-run]
         [--decoders baseline,mean,attentive] [--seeds 1-5] [--workers 2]
-        [--runs runs/multi30k] [--out docs/multi30k] [--no-ensembles] [--no-marian]
+        [--runs runs/multi30k] [--out docs/multi30k] [--no-runs] [--no-ensembles]
+        [--no-marian]
 
 Each step looks at its folder first: a run with its result.json is done and
 skipped; a run stopped before its end (a kill, a reboot) is resumed
@@ -17,6 +18,13 @@ changed.  ``--dry-run`` prints every step, its state and its command, and
 the estimated time of what is left on this machine: from the runs finished
 here when there are some, otherwise from a timing of 60 updates here scaled
 by the committed runs' validation and test times (docs/multi30k.md).
+
+On a fresh clone the runs' folders are gone but their results are gathered
+in --out (docs/multi30k): the dry run says so under each such run.  Trained
+again, a run's new result replaces it in the table and the gathered one is
+kept beside it (NAME.earlier1); ``--no-runs`` trains none of them and the
+gathering keeps them as they are (``--no-runs --no-ensembles``: the anchors
+alone, added to the committed table).
 """
 import argparse
 import os
@@ -112,7 +120,7 @@ def score_ensemble(args, step):
     its folder's result.json."""
     import time
     from machinery.output_files import write_json
-    missing = [m for m in step.info['models'] if not os.path.exists(m)]
+    missing = missing_models(step)
     if missing:
         raise InputError('%s: no such model: the ensemble of %s needs every seed\'s run '
                          '(--seeds names the ones to use)' % (missing[0], step.name))
@@ -152,7 +160,7 @@ def gather_command(args):
 
 def plan(args):
     runs = run_steps(args)
-    steps = list(runs)
+    steps = list(runs) if args.train_runs else []
     if args.ensembles:
         steps += ensemble_steps(args, runs)
     if args.marian:
@@ -317,14 +325,36 @@ def estimate(args, steps):
 
 # --------------------------------------------------------------------------
 
+def gathered_steps(out):
+    """The names of the steps whose results are gathered in out (committed
+    ones on a fresh clone)."""
+    from evaluation.multi30k_results import kept_steps
+    return {step.name for step in kept_steps(out) if step.kind != 'earlier'}
+
+
+# the option that leaves out a kind of step
+LEAVE_OUT = {'run': '--no-runs', 'ensemble': '--no-ensembles', 'marian': '--no-marian'}
+
+
+def missing_models(step):
+    return [m for m in step.info['models'] if not os.path.exists(m)]
+
+
 def dry_run(args):
     steps = plan(args)
+    gathered = gathered_steps(args.out)
     for step in steps:
         print('%-36s %-6s %s' % (step.name, step.state, step.folder))
         if step.state == 'running':
             print('    trained now by %s' % step.info['holder'])
         elif step.state != 'done':
             print('    ' + _q(step.command))
+        if step.state == 'to do' and os.path.basename(step.folder) in gathered:
+            print('    gathered in %s already: done again, its new result takes that one\'s '
+                  'place (%s keeps it)' % (args.out, LEAVE_OUT[step.kind]))
+        if step.kind == 'ensemble' and step.state != 'done' and not args.train_runs \
+                and missing_models(step):
+            print('    needs its seeds\' models, not here: %s' % missing_models(step)[0])
     print('then: ' + _q(gather_command(args)))
     if args.estimate:
         estimate(args, steps)
@@ -340,10 +370,23 @@ def refuse_steps_running_elsewhere(steps):
                              'again' % (step.folder, step.info['holder']))
 
 
+def refuse_ensembles_without_models(steps):
+    """With --no-runs, an ensemble to make whose seeds' models are not here
+    stops the study before it starts anything."""
+    for step in steps:
+        if step.kind == 'ensemble' and step.state != 'done' and missing_models(step):
+            raise InputError('%s: no such model: the %s needs its seeds\' runs (train '
+                             'them: leave out --no-runs; or --no-ensembles)'
+                             % (missing_models(step)[0], step.name))
+
+
 def execute(args):
-    refuse_steps_running_elsewhere(plan(args))
+    steps = plan(args)
+    refuse_steps_running_elsewhere(steps)
+    if not args.train_runs:
+        refuse_ensembles_without_models(steps)
     runs = run_steps(args)
-    for step in runs:
+    for step in runs if args.train_runs else []:
         if step.state != 'done':
             print('study: %s (%s)' % (step.name, step.state), file=sys.stderr)
             run(step.command)
@@ -398,6 +441,9 @@ def parse_args(argv):
                    '(default: docs/multi30k.md; "" for none)')
     p.add_argument('--readme', default='README.md',
                    help='the README whose short table the gathering rewrites')
+    p.add_argument('--no-runs', dest='train_runs', action='store_false',
+                   help='train no run of the seeds: their results stay as gathered in '
+                   '--out (a fresh clone; with --no-ensembles: the anchors alone)')
     p.add_argument('--no-ensembles', dest='ensembles', action='store_false',
                    help='no ensemble of each decoder\'s seeds')
     p.add_argument('--no-marian', dest='marian', action='store_false',

@@ -627,6 +627,33 @@ def test_the_study_refuses_a_step_another_process_trains(tmp_path):
     assert re.search(r'^attentive seed 1 +resume ', proc.stdout, re.M)
 
 
+def test_the_study_on_a_fresh_clone_keeps_what_is_gathered(tmp_path):
+    """Without the runs' folders (a fresh clone), a run or an ensemble whose
+    result is gathered in --out says so in the plan with the option that
+    keeps it; --no-runs plans no run, and an ensemble without its seeds'
+    models stops the study in one line before it starts anything."""
+    runs, out = tmp_path / 'runs', tmp_path / 'out'
+    out.mkdir()
+    (out / 'results.json').write_text(json.dumps({
+        'runs': [{'name': 'baseline-seed1', 'decoder': 'baseline', 'seed': 1}],
+        'ensembles': [{'name': 'baseline-ensemble', 'decoder': 'baseline', 'seeds': [1]}]}))
+    common = ['--decoders', 'baseline,attentive', '--seeds', '1', '--runs', runs,
+              '--out', out, '--page', '', '--no-marian']
+    proc = study(tmp_path / 'data', '--dry-run', '--no-estimate', *common, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    notes = [lines[i - 2].split()[:2] + [line.split('(')[-1]] for i, line in enumerate(lines)
+             if 'gathered in' in line]
+    assert notes == [['baseline', 'seed', '--no-runs keeps it)'],
+                     ['baseline', 'ensemble', '--no-ensembles keeps it)']]
+    proc = study(tmp_path / 'data', '--dry-run', '--no-estimate', '--no-runs', *common,
+                 cwd=tmp_path)
+    assert ' seed 1 ' not in proc.stdout and proc.stdout.count('needs its seeds') == 2
+    proc = study(tmp_path / 'data', '--no-runs', *common, cwd=tmp_path)
+    error_line(proc, 'baseline-seed1/model.best_bleu.npz: no such model', '--no-ensembles')
+    assert not runs.exists()                    # nothing started
+
+
 def between(path, markers):
     text = open(path, encoding='utf-8').read()
     return text.split(markers[0] + '\n')[1].split(markers[1])[0].rstrip('\n').split('\n')
