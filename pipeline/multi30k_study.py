@@ -221,8 +221,9 @@ def committed_costs():
 
 
 def calibrate(args):
-    """Updates a second of the baseline here (CALIBRATION_UPDATES updates of
-    the table's settings, as args.workers workers), with the start-up."""
+    """(updates a second, target words a second or None) of the baseline here
+    (CALIBRATION_UPDATES updates of the table's settings, as args.workers
+    workers), with the start-up."""
     folder = tempfile.mkdtemp(prefix='calibration-', dir=args.runs if os.path.isdir(
         args.runs) else None)
     command = [script('train_multi30k.sh'), '--workers', str(args.workers), 'baseline', '1',
@@ -243,40 +244,47 @@ def calibrate(args):
     if not rates:
         raise InputError('the timing run trained no update (run it by hand: %s)'
                          % _q(command))
-    return rates[-1]
+    words = [e['recent_words_per_second'] for e in events
+             if e['event'] == 'update' and 'recent_words_per_second' in e]
+    return rates[-1], (words[-1] if words else None)
 
 
 def seconds_per_run(args):
     """(estimated seconds of one run here, the machine otherwise idle; how it
-    was estimated): the updates of the budget at this machine's speed (the
-    runs finished here at their fastest, or a timing run), the committed
-    runs' share of validations and their test translation scaled alike."""
+    was estimated; the timing run's target words a second, or None): the
+    updates of the budget at this machine's speed (the runs finished here at
+    their fastest, or a timing run), the committed runs' share of
+    validations and their test translation scaled alike."""
     from theano_platform.machine import cpu_model
     ups_there, valid_share, test_seconds = committed_costs()
     here = [update_rates(events) for events in finished_here(args.runs, cpu_model())]
     here = [m30k.fast_rate(rates) for rates in here if rates]
+    timed_words = None
     if here:
         ups = statistics.median(here)
         how = ('%.2f updates/s, the median of %d runs finished here at their fastest '
                '(the %dth percentile of their rates)' % (ups, len(here), 100 * m30k.FAST_QUANTILE))
     else:
-        ups = calibrate(args)
+        ups, timed_words = calibrate(args)
         how = '%.2f updates/s timed here' % ups
     updating = m30k.UPDATE_BUDGET / ups
     seconds = updating / (1. - valid_share) + test_seconds * ups_there / ups
     return seconds, '%s (the committed runs: %.2f), their validations and test ' \
-        'translation scaled alike' % (how, ups_there)
+        'translation scaled alike' % (how, ups_there), timed_words
 
 
-def marian_factor(args, steps):
+def marian_factor(args, steps, timed_words=None):
     """(a Marian run's time against one of ours here, how it was found): our
-    runs' target words a second here at their fastest against those of the
+    runs' target words a second here at their fastest (or timed_words, those
+    of the timing run, before one has finished here) against those of the
     plan's anchors (their train.log), or MARIAN_RUN_FACTOR before
     an anchor has trained."""
     from theano_platform.machine import cpu_model
     ours = [[e['recent_words_per_second'] for e in events if 'recent_words_per_second' in e]
             for events in finished_here(args.runs, cpu_model())]
     ours = [m30k.fast_rate(rates) for rates in ours if rates]
+    timed = not ours and timed_words
+    ours = ours or ([timed_words] if timed else [])
     logs = [os.path.join(step.folder, 'train.log') for step in steps if step.kind == 'marian']
     marian = [anchor.words_per_second(read_lines(log, allow_empty=True))[1]
               for log in logs if os.path.exists(log)]
@@ -286,7 +294,8 @@ def marian_factor(args, steps):
             'docs/speed.md' % MARIAN_RUN_FACTOR
     words, marian_words = statistics.median(ours), statistics.median(marian)
     return words / marian_words, '%.1f times one of ours: %.0f target words/s at its ' \
-        'fastest here against our %.0f' % (words / marian_words, marian_words, words)
+        'fastest here against our %.0f%s' % (words / marian_words, marian_words, words,
+                                             ' (the timing run)' if timed else '')
 
 
 def left_of(step):
@@ -305,8 +314,8 @@ def hours(seconds):
 
 
 def estimate(args, steps):
-    per_run, how = seconds_per_run(args)
-    factor, marian_how = marian_factor(args, steps)
+    per_run, how, timed_words = seconds_per_run(args)
+    factor, marian_how = marian_factor(args, steps, timed_words)
     test_seconds = committed_costs()[2]
     total = 0.
     for step in steps:

@@ -694,8 +694,9 @@ def test_startup_times_runs_to_their_first_update(prepared, tmp_path):
 
 def test_the_estimate_scales_marian_by_an_anchor_trained_here(tmp_path):
     """Before an anchor has trained here a Marian run is MARIAN_RUN_FACTOR of
-    ours; after, ours over its target words/s at their fastest; an anchor
-    resumed at update 11,000 has half its budget left."""
+    ours; after, ours over its target words/s at their fastest (the timing
+    run's before a run of ours has finished here); an anchor resumed at
+    update 11,000 has half its budget left."""
     import argparse
     from pipeline import multi30k_study as study
     from pipeline import train_multi30k as m30k
@@ -716,7 +717,12 @@ def test_the_estimate_scales_marian_by_an_anchor_trained_here(tmp_path):
     (anchor / 'train.log').write_text(''.join(
         '[2026-12-07 10:00:00] Ep. 1 : Up. %d : Sen. 3,200 : Cost 5.1 : Time 30.00s : '
         '%.2f words/s : gNorm 0.4\n' % (100 * (i + 1), 1000.) for i in range(5)))
-    factor, how = study.marian_factor(args, study.marian_steps(args))
+    # before a run of ours has finished here: the timing run's words/s
+    (run / 'result.json').unlink()
+    factor, how = study.marian_factor(args, study.marian_steps(args), timed_words=2500.)
+    assert factor == 2.5 and how.endswith('our 2500 (the timing run)')
+    (run / 'result.json').write_text('{}')
+    factor, how = study.marian_factor(args, study.marian_steps(args), timed_words=2500.)
     assert factor == 4. and how.startswith('4.0 times one of ours: 1000 target words/s')
     (anchor / 'model.npz.progress.yml').write_text('epochs: 9\nbatches: 11000\n')
     [step] = [s for s in study.marian_steps(args) if s.folder == str(anchor)]
