@@ -166,7 +166,8 @@ def anchors_table(figures):
         short_names(figures)[s] for s in sets] + ['training (min)']
     rows = []
     for a in figures['anchors']:
-        rows.append(['%s, dropout %g' % (a.get('version') or 'Marian', a.get('dropout_rnn', 0)),
+        version = (a.get('version') or '').split(' ')[0]     # 'v1.12.42 COMMIT DATE'
+        rows.append(['Marian %s, dropout %g' % (version, a.get('dropout_rnn', 0)),
                      '%d (%s)' % (a['updates'], a.get('stop_reason', '–')),
                      '%.2f' % a['best_valid_bleu'] if a.get('best_valid_bleu') else '–'] + [
             '%.2f' % a['test'][s]['bleu_tok_lc'] for s in sets] + [
