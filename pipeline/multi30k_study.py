@@ -361,9 +361,10 @@ def dry_run(args):
         if step.state == 'to do' and os.path.basename(step.folder) in gathered:
             print('    gathered in %s already: done again, its new result takes that one\'s '
                   'place (%s keeps it)' % (args.out, LEAVE_OUT[step.kind]))
-        if step.kind == 'ensemble' and step.state != 'done' and not args.train_runs \
-                and missing_models(step):
-            print('    needs its seeds\' models, not here: %s' % missing_models(step)[0])
+        missing = missing_models(step) if step.kind == 'ensemble' and step.state != 'done' \
+            and not args.train_runs else []
+        if missing:
+            print('    needs its seeds\' models, not here: %s' % missing[0])
     print('then: ' + _q(gather_command(args)))
     if args.estimate:
         estimate(args, steps)
@@ -383,10 +384,12 @@ def refuse_ensembles_without_models(steps):
     """With --no-runs, an ensemble to make whose seeds' models are not here
     stops the study before it starts anything."""
     for step in steps:
-        if step.kind == 'ensemble' and step.state != 'done' and missing_models(step):
+        missing = missing_models(step) if step.kind == 'ensemble' and step.state != 'done' \
+            else []
+        if missing:
             raise InputError('%s: no such model: the %s needs its seeds\' runs (train '
                              'them: leave out --no-runs; or --no-ensembles)'
-                             % (missing_models(step)[0], step.name))
+                             % (missing[0], step.name))
 
 
 def execute(args):
