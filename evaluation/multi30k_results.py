@@ -30,7 +30,8 @@ nothing written):
   each step's training log (absolute paths made relative) and test
   translations; an anchor's Marian logs as ``OUT/logs/NAME.train.log`` and
   ``NAME.valid.log``;
-* ``OUT/validation.png`` (validation cost and BLEU of every run) and
+* ``OUT/validation.png`` (validation cost and BLEU of every run, each
+  anchor's validation BLEU) and
   ``OUT/by_length.png``;
 * the tables (evaluation/study_tables.py): into ``--page`` between its
   markers ``<!-- results: begin -->`` and ``<!-- results: end -->``, and the
@@ -61,6 +62,7 @@ from machinery.pickle_and_json import load_json
 from machinery.text_io import InputError, read_lines
 from machinery.training_log import last_training_ended, read_training_log
 from machinery.vocab import words
+from pipeline import marian_multi30k as marian
 
 TEST_SETS = ('test_2016_flickr', 'test_2017_flickr', 'test_2017_mscoco')
 SHORT = {'test_2016_flickr': 'test2016', 'test_2017_flickr': 'test2017',
@@ -587,9 +589,20 @@ def decoder_colours(decoders):
     return {d: cycle[k % len(cycle)] for k, d in enumerate(decoders)}
 
 
-def plot_validation(steps, png, at=None):
+def anchor_validation_bleu(step, out):
+    """[(update, BLEU)] of an anchor's validations: its folder's valid.log
+    (Marian's), else the copy gathered into ``out`` before."""
+    for path in (os.path.join(step.translations or '', 'valid.log'),
+                 os.path.join(out, 'logs', step.name + '.valid.log')):
+        if os.path.exists(path):
+            return marian.validation_points(read_lines(path, allow_empty=True))['translation']
+    return []
+
+
+def plot_validation(steps, png, out, at=None):
     """Validation cost and BLEU of every run (up to update ``at``): a
-    colour a decoder, a line a seed."""
+    colour a decoder, a line a seed; each Marian anchor's BLEU (validated by
+    the same script) in grey, a line style each."""
     from machinery import plots
     runs = [s for s in steps if s.kind == 'runs' and s.log is not None]
     colours = decoder_colours(list(collections.OrderedDict.fromkeys(
@@ -606,6 +619,12 @@ def plot_validation(steps, png, at=None):
             if points:
                 ax.plot(*zip(*points), marker='.', linewidth=1, color=colours[decoder],
                         alpha=0.8, label=label)
+    anchors = [s for s in steps if s.kind == 'anchors'] if at is None else []
+    for step, style in zip(anchors, ('--', ':', '-.')):
+        points = anchor_validation_bleu(step, out)
+        if points:
+            axes[1].plot(*zip(*points), linestyle=style, linewidth=2, color='black', zorder=3,
+                         label=study_tables.anchor_name(step.result))
     plots.finish_panels(fig, axes, ('validation cost (per sentence), a line a seed',
                                     'validation BLEU (beam 5, tokenised lowercased)'), png,
                         legend_size=7)
@@ -665,7 +684,7 @@ def gather(args):
     # every figure is made: now the files
     scratch = tempfile.mkdtemp(dir=args.out if os.path.isdir(args.out) else None)
     try:
-        plot_validation(steps, os.path.join(scratch, 'validation.png'), args.at)
+        plot_validation(steps, os.path.join(scratch, 'validation.png'), args.out, args.at)
         if figures['by_length']:
             plot_by_length(figures['by_length'], os.path.join(scratch, 'by_length.png'))
         keep_steps(steps, args.out)

@@ -160,14 +160,19 @@ def ensemble_comparisons_table(figures):
                  rows) if rows else []
 
 
+def anchor_name(anchor):
+    """'Marian v1.12.42, dropout 0.2': an anchor's row and line label."""
+    version = (anchor.get('version') or '').split(' ')[0]     # 'v1.12.42 COMMIT DATE'
+    return 'Marian %s, dropout %g' % (version, anchor.get('dropout_rnn', 0))
+
+
 def anchors_table(figures):
     sets = test_sets(figures)
     head = ['system', 'updates (stopped by)', 'best valid BLEU'] + [
         short_names(figures)[s] for s in sets] + ['training (min)']
     rows = []
     for a in figures['anchors']:
-        version = (a.get('version') or '').split(' ')[0]     # 'v1.12.42 COMMIT DATE'
-        rows.append(['Marian %s, dropout %g' % (version, a.get('dropout_rnn', 0)),
+        rows.append([anchor_name(a),
                      '%d (%s)' % (a['updates'], a.get('stop_reason', '–')),
                      '%.2f' % a['best_valid_bleu'] if a.get('best_valid_bleu') else '–'] + [
             '%.2f' % a['test'][s]['bleu_tok_lc'] for s in sets] + [

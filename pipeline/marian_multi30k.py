@@ -174,14 +174,23 @@ def words_per_second(train_log):
     return round(rate, 1), round(m30k.fast_rate([wps for _, _, wps in rows]), 1)
 
 
+def validation_points(valid_log):
+    """{'translation': [(update, BLEU)], 'cross-entropy': [(update, cost)]}
+    of the validations of Marian's valid.log, in its order."""
+    points = {'translation': [], 'cross-entropy': []}
+    for found in filter(None, map(VALID_LINE.search, valid_log)):
+        points[found.group(2)].append((int(found.group(1)), float(found.group(3))))
+    return points
+
+
 def training_summary(model_dir):
     """What Marian's logs say of its training: updates, best validation BLEU
     and cross-entropy, why it stopped, its parts, its speed."""
     train_log = read_lines(os.path.join(model_dir, 'train.log'), allow_empty=True)
     valid = read_lines(os.path.join(model_dir, 'valid.log'), allow_empty=True)
-    found = [m for m in map(VALID_LINE.search, valid) if m]
-    bleus = [float(m.group(3)) for m in found if m.group(2) == 'translation']
-    costs = [float(m.group(3)) for m in found if m.group(2) == 'cross-entropy']
+    points = validation_points(valid)
+    bleus = [bleu for _, bleu in points['translation']]
+    costs = [cost for _, cost in points['cross-entropy']]
     parts = training_parts(train_log)
     stalled = any('stalled %d times' % PATIENCE in line for line in valid)
     overall, fastest = words_per_second(train_log)

@@ -291,6 +291,25 @@ def table_rows(text):
     return rows
 
 
+def test_an_anchors_validation_curve_is_read_from_its_folder_or_its_gathered_copy(tmp_path):
+    from evaluation import multi30k_results as gathering
+    folder, out = tmp_path / 'marian-dropout0-seed1', tmp_path / 'out'
+    folder.mkdir()
+    (folder / 'valid.log').write_text(''.join(
+        '[2026-12-07 06:38:25] [valid] Ep. 2 : Up. %d : %s : %s : new best\n' % line
+        for line in [(1000, 'translation', '6.3171'), (1000, 'cross-entropy', '64.5164'),
+                     (2000, 'translation', '20.3991')]))
+    step = gathering.Step('anchors', folder.name, {}, None, str(folder))
+    curve = [(1000, 6.3171), (2000, 20.3991)]
+    assert gathering.anchor_validation_bleu(step, str(out)) == curve
+    # its folder gone: the copy a gathering kept in out/logs/
+    (out / 'logs').mkdir(parents=True)
+    shutil.move(str(folder / 'valid.log'), str(out / 'logs' / (folder.name + '.valid.log')))
+    kept = step._replace(translations=str(out / 'translations' / folder.name))
+    assert gathering.anchor_validation_bleu(kept, str(out)) == curve
+    assert gathering.anchor_validation_bleu(kept, str(tmp_path)) == []
+
+
 def test_results_gathered(tmp_path):
     data, runs, out, page, readme, results = gathered_study(tmp_path)
     assert [(r['decoder'], r['seed']) for r in results['runs']] == [
