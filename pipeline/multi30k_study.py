@@ -7,7 +7,7 @@ page (evaluation/multi30k_results.py).
     .venv/bin/python pipeline/multi30k_study.py DATA_DIR [--dry-run]
         [--decoders baseline,mean,attentive] [--seeds 1-5] [--workers 2]
         [--runs runs/multi30k] [--out docs/multi30k] [--no-runs] [--no-ensembles]
-        [--no-marian]
+        [--no-marian | --marian-dropouts 0.2,0]
 
 Each step looks at its folder first: a run with its result.json is done and
 skipped; a run stopped before its end (a kill, a reboot) is resumed
@@ -138,7 +138,7 @@ def score_ensemble(args, step):
 
 def marian_steps(args):
     steps = []
-    for dropout in MARIAN_DROPOUTS:
+    for dropout in args.marian_dropouts:
         folder = os.path.join(args.runs, 'marian-dropout%g-seed1' % dropout)
         command = [sys.executable, script('pipeline/marian_multi30k.py'), 'train',
                    args.data_dir, folder, '--dropout', str(dropout), '--threads',
@@ -427,6 +427,18 @@ def seed_list(text):
     return seeds
 
 
+def dropout_list(text):
+    """'0.2,0' -> [0.2, 0.0]: the anchors' Marian --dropout-rnn values."""
+    try:
+        dropouts = [float(part) for part in text.split(',')]
+    except ValueError:
+        raise argparse.ArgumentTypeError('dropouts are numbers, e.g. 0.2,0; not %r' % text)
+    bad = [d for d in dropouts if not 0 <= d < 1]
+    if bad:
+        raise argparse.ArgumentTypeError('a dropout is at least 0 and below 1, not %g' % bad[0])
+    return dropouts
+
+
 def parse_args(argv):
     p = cli.ArgumentParser(description=__doc__.split('\n\n')[0].replace('\n', ' '))
     p.add_argument('data_dir', metavar='DATA_DIR',
@@ -460,6 +472,10 @@ def parse_args(argv):
                    help='no ensemble of each decoder\'s seeds')
     p.add_argument('--no-marian', dest='marian', action='store_false',
                    help='no Marian anchors (pipeline/marian_multi30k.py)')
+    p.add_argument('--marian-dropouts', type=dropout_list, default=list(MARIAN_DROPOUTS),
+                   help='the anchors, by their dropout, comma-separated (default: %s; '
+                   'e.g. 0 for the one without dropout alone)'
+                   % ','.join('%g' % d for d in MARIAN_DROPOUTS))
     p.add_argument('--tiny', action='store_true',
                    help='tiny models for a few updates (train_multi30k.sh --tiny: tests)')
     return p.parse_args(argv)

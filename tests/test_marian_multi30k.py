@@ -9,6 +9,7 @@ import pytest
 
 from pipeline import marian_multi30k as anchor
 from speed.marian import ENV_DIR
+from helpers import error_line
 from test_multi30k_data import mirror  # noqa: F401  (the tiny mirror fixture)
 from test_multi30k_run import prepared  # noqa: F401  (the mirror, prepared)
 
@@ -102,5 +103,20 @@ def test_the_study_plans_each_anchor_to_do_or_to_resume(prepared, tmp_path, caps
                in zip(lines, lines[1:]) if line.startswith('Marian')}
     assert anchors['0.2'][0] == 'to' and anchors['0'][0] == 'resume'
     assert all(command.endswith('--tiny') for _, command in anchors.values())
+    # one anchor alone
+    assert multi30k_study.main([str(prepared), '--dry-run', '--no-estimate', '--tiny',
+                                '--decoders', 'baseline', '--seeds', '1', '--no-ensembles',
+                                '--runs', str(runs), '--marian-dropouts', '0']) == 0
+    assert [line.split()[3] for line in capsys.readouterr().out.splitlines()
+            if line.startswith('Marian')] == ['0']
     assert anchor.resumed_from(str(interrupted)) == 3000
     assert anchor.resumed_from(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize('value, needle', [('0.2,x', "not '0.2,x'"), ('1', 'not 1')])
+def test_a_bad_anchor_dropout_is_one_line_naming_the_option(prepared, tmp_path,  # noqa: F811
+                                                             value, needle):
+    from test_multi30k_run import study
+    proc = study(prepared, '--dry-run', '--no-estimate', '--marian-dropouts', value,
+                 cwd=tmp_path)
+    error_line(proc, '--marian-dropouts', needle, status=2, alone=True)
