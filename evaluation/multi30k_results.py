@@ -602,7 +602,7 @@ def anchor_validation_bleu(step, out):
 def plot_validation(steps, png, out, at=None):
     """Validation cost and BLEU of every run (up to update ``at``): a
     colour a decoder, a line a seed; each Marian anchor's BLEU (validated by
-    the same script) in grey, a line style each."""
+    the same script) in black, a line style each."""
     from machinery import plots
     runs = [s for s in steps if s.kind == 'runs' and s.log is not None]
     colours = decoder_colours(list(collections.OrderedDict.fromkeys(
