@@ -716,7 +716,6 @@ def test_the_estimate_scales_marian_by_an_anchor_trained_here(tmp_path):
     ours; after, ours over its target words/s at their fastest (the timing
     run's before a run of ours has finished here); an anchor resumed at
     update 11,000 has half its budget left."""
-    import argparse
     from pipeline import multi30k_study as study
     from pipeline import train_multi30k as m30k
     from theano_platform.machine import cpu_model
@@ -729,7 +728,7 @@ def test_the_estimate_scales_marian_by_an_anchor_trained_here(tmp_path):
         {'event': 'update', 'uidx': 100 * (i + 1), 'epoch': 0, 'time': 0.,
          'recent_words_per_second': w} for i, w in enumerate([1000.] * 5 + [4000.] * 5)]
     (run / 'model.npz.log.jsonl').write_text(''.join(json.dumps(e) + '\n' for e in events))
-    args = argparse.Namespace(runs=str(runs), data_dir='data', workers=2, tiny=False)
+    args = study.parse_args(['data', '--runs', str(runs)])
     assert study.marian_factor(args, study.marian_steps(args))[0] == study.MARIAN_RUN_FACTOR
     anchor = runs / 'marian-dropout0.2-seed1'
     anchor.mkdir()
