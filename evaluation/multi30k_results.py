@@ -78,7 +78,8 @@ PAPERS_GAINS = {'attentive': (0.6, 1.4), 'mean': (0.3, 1.0)}
 # a difference is shown when its p (after Holm's correction) is below this
 SIGNIFICANCE = 0.05
 LOG = 'model.npz.log.jsonl'
-MARIAN_LOGS = ('train.log', 'valid.log')   # an anchor's: Marian's own logs
+VALID_LOG = 'valid.log'
+MARIAN_LOGS = ('train.log', VALID_LOG)   # an anchor's: Marian's own logs
 PAGE_MARKERS = ('<!-- results: begin -->', '<!-- results: end -->')
 README_MARKERS = ('<!-- multi30k table: begin -->', '<!-- multi30k table: end -->')
 KINDS = ('runs', 'ensembles', 'anchors', 'earlier')
@@ -111,6 +112,12 @@ def budget_folder(run_dir, at):
     return os.path.join(run_dir, 'at-%d' % at)
 
 
+def marian_log_copy(name, log):
+    """Where the gathering keeps an anchor's Marian ``log`` (of MARIAN_LOGS),
+    relative to OUT."""
+    return os.path.join('logs', '%s.%s' % (name, log))
+
+
 def find_steps(runs_dir, data_dir, at=None):
     """[Step] of the folders of ``runs_dir`` with a result.json."""
     steps = []
@@ -136,7 +143,7 @@ def find_steps(runs_dir, data_dir, at=None):
                       command=portable_command(result.get('command', ''), data_dir, runs_dir))
         log = training_log_of(folder) if kind == 'runs' else None
         if kind == 'anchors':
-            result['logs'] = [os.path.join('logs', '%s.%s' % (name, f)) for f in MARIAN_LOGS
+            result['logs'] = [marian_log_copy(name, f) for f in MARIAN_LOGS
                               if os.path.exists(os.path.join(folder, f))]
         steps.append(Step(kind, name, result, log, folder))
     return steps
@@ -592,8 +599,8 @@ def decoder_colours(decoders):
 def anchor_validation_bleu(step, out):
     """[(update, BLEU)] of an anchor's validations: its folder's valid.log
     (Marian's), else the copy gathered into ``out`` before."""
-    for path in (os.path.join(step.translations or '', 'valid.log'),
-                 os.path.join(out, 'logs', step.name + '.valid.log')):
+    for path in (os.path.join(step.translations or '', VALID_LOG),
+                 os.path.join(out, marian_log_copy(step.name, VALID_LOG))):
         if os.path.exists(path):
             return marian.validation_points(read_lines(path, allow_empty=True))['translation']
     return []

@@ -349,6 +349,12 @@ def missing_models(step):
     return [m for m in step.info['models'] if not os.path.exists(m)]
 
 
+def models_missing_to_make(step):
+    """The seeds' models missing here for an ensemble still to make ([] for
+    any other step)."""
+    return missing_models(step) if step.kind == 'ensemble' and step.state != 'done' else []
+
+
 def dry_run(args):
     steps = plan(args)
     gathered = gathered_steps(args.out)
@@ -361,8 +367,7 @@ def dry_run(args):
         if step.state == 'to do' and os.path.basename(step.folder) in gathered:
             print('    gathered in %s already: done again, its new result takes that one\'s '
                   'place (%s keeps it)' % (args.out, LEAVE_OUT[step.kind]))
-        missing = missing_models(step) if step.kind == 'ensemble' and step.state != 'done' \
-            and not args.train_runs else []
+        missing = [] if args.train_runs else models_missing_to_make(step)
         if missing:
             print('    needs its seeds\' models, not here: %s' % missing[0])
     print('then: ' + _q(gather_command(args)))
@@ -384,8 +389,7 @@ def refuse_ensembles_without_models(steps):
     """With --no-runs, an ensemble to make whose seeds' models are not here
     stops the study before it starts anything."""
     for step in steps:
-        missing = missing_models(step) if step.kind == 'ensemble' and step.state != 'done' \
-            else []
+        missing = models_missing_to_make(step)
         if missing:
             raise InputError('%s: no such model: the %s needs its seeds\' runs (train '
                              'them: leave out --no-runs; or --no-ensembles)'
